@@ -1,0 +1,283 @@
+//! The commit pipeline: conflict checks, idempotency and retry live here.
+//!
+//! A commit is built on the current head: it rewrites the manifests of the
+//! months it touches, then tries to create log entry `head + 1`. If another
+//! writer got there first, the winner's entry is read; if it touched one of
+//! our dates after our base snapshot we fail with `PartitionConflict`,
+//! otherwise we rebuild on the new head and try again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use chrono::NaiveDate;
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::format::{
+    layout, month_key, DataFile, LogEntry, MonthManifest, MonthRef, Operation, PartitionEntry,
+    RootManifest, RunInfo, FORMAT_VERSION,
+};
+use crate::log::PutOutcome;
+use crate::snapshot::Snapshot;
+use crate::table::TableInner;
+
+/// New contents of one partition.
+#[derive(Debug, Clone)]
+pub(crate) struct PartitionChange {
+    pub date: NaiveDate,
+    pub files: Vec<DataFile>,
+    pub rows: u64,
+}
+
+/// A commit waiting to be placed on the log.
+#[derive(Debug)]
+pub(crate) struct PendingCommit {
+    pub operation: Operation,
+    /// The version the work was computed from.
+    pub base_version: u64,
+    pub run: RunInfo,
+    pub changes: Vec<PartitionChange>,
+}
+
+/// What a successful commit did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// The version holding this run's data.
+    pub version: u64,
+    /// True if this run id had already committed these dates, so nothing new
+    /// was committed and `version` is the earlier commit.
+    pub already_committed: bool,
+}
+
+/// How a commit attempt failed, with whether staged files may be deleted.
+#[derive(Debug)]
+pub(crate) struct CommitFailure {
+    pub error: Error,
+    /// Some put had an unknown outcome: the commit may still have landed,
+    /// so nothing it references may be deleted.
+    pub ambiguous: bool,
+}
+
+/// Place `pending` on the log of `table`.
+pub(crate) async fn commit(
+    table: &Arc<TableInner>,
+    pending: PendingCommit,
+) -> std::result::Result<CommitInfo, CommitFailure> {
+    let mut ambiguous = false;
+    let fail = |error: Error, ambiguous: bool| CommitFailure { error, ambiguous };
+    let commit_id = table.options.ids.next_id();
+    let dates: BTreeSet<NaiveDate> = pending.changes.iter().map(|c| c.date).collect();
+    let mut checked = pending.base_version;
+    let mut head = table
+        .log
+        .latest_from(pending.base_version)
+        .await
+        .map_err(|e| fail(e, false))?;
+
+    for _attempt in 0..table.options.max_commit_attempts {
+        // 1. Everything committed since our base must not touch our dates.
+        for v in checked + 1..=head {
+            let entry = table.read_entry(v).await.map_err(|e| fail(e, ambiguous))?;
+            if let Some(done) = check_conflict(table, &pending, &dates, &entry) {
+                return done.map_err(|e| fail(e, ambiguous));
+            }
+        }
+        checked = head;
+
+        // 2. Build the new snapshot on the head.
+        let head_snap = table.snapshot(head).await.map_err(|e| fail(e, ambiguous))?;
+        if let Some(version) = already_committed_by_run(&head_snap, &pending, &dates)
+            .await
+            .map_err(|e| fail(e, ambiguous))?
+        {
+            return Ok(CommitInfo {
+                version,
+                already_committed: true,
+            });
+        }
+        let version = head + 1;
+        let entry = write_manifests(table, &head_snap, &pending, version, commit_id)
+            .await
+            .map_err(|e| fail(e, ambiguous))?;
+        let bytes = table.encode(&entry).map_err(|e| fail(e, ambiguous))?;
+
+        // 3. The manifest-pointer swap.
+        let lost = match table.log.try_create(version, bytes).await {
+            PutOutcome::Created => false,
+            PutOutcome::AlreadyExists => true,
+            PutOutcome::Ambiguous(e) => {
+                ambiguous = true;
+                tracing::warn!(table = %table.name, version, error = %e, "commit outcome unknown; reading it back");
+                match table.log.read(version).await {
+                    Ok(Some(_)) => true,  // decided below by commit id
+                    Ok(None) => continue, // did not land: retry the same version
+                    Err(_) => return Err(fail(e, true)),
+                }
+            }
+        };
+        if lost {
+            let winner = table
+                .read_entry(version)
+                .await
+                .map_err(|e| fail(e, ambiguous))?;
+            if winner.commit_id != commit_id {
+                head = table
+                    .log
+                    .latest_from(version)
+                    .await
+                    .map_err(|e| fail(e, ambiguous))?;
+                continue;
+            }
+        }
+        table.saw(version);
+        table.write_hint(version).await;
+        return Ok(CommitInfo {
+            version,
+            already_committed: false,
+        });
+    }
+    Err(fail(
+        Error::CommitContention {
+            table: table.name.clone(),
+            attempts: table.options.max_commit_attempts,
+        },
+        ambiguous,
+    ))
+}
+
+/// Does `entry` (committed after our base) decide this commit? Returns
+/// `Some(Ok)` if it is our own run's earlier commit, `Some(Err)` on conflict.
+fn check_conflict(
+    table: &TableInner,
+    pending: &PendingCommit,
+    dates: &BTreeSet<NaiveDate>,
+    entry: &LogEntry,
+) -> Option<Result<CommitInfo>> {
+    let clash = entry.dates.iter().find(|d| dates.contains(d))?;
+    if entry.run.as_ref().map(|r| r.run_id.as_str()) == Some(pending.run.run_id.as_str())
+        && entry.dates.iter().collect::<BTreeSet<_>>() == dates.iter().collect()
+    {
+        return Some(Ok(CommitInfo {
+            version: entry.version,
+            already_committed: true,
+        }));
+    }
+    Some(Err(Error::PartitionConflict {
+        table: table.name.clone(),
+        date: *clash,
+        base_version: pending.base_version,
+        winning_version: entry.version,
+    }))
+}
+
+/// If every date we write is already held by a commit of our run id, the
+/// version of that commit.
+async fn already_committed_by_run(
+    head: &Snapshot,
+    pending: &PendingCommit,
+    dates: &BTreeSet<NaiveDate>,
+) -> Result<Option<u64>> {
+    if dates.is_empty() {
+        return Ok(None);
+    }
+    let mut version = None;
+    for date in dates {
+        match head.partition(*date).await? {
+            Some(p) if p.run.as_ref().map(|r| &r.run_id) == Some(&pending.run.run_id) => {
+                version = version.max(Some(p.version));
+            }
+            _ => return Ok(None),
+        }
+    }
+    Ok(version)
+}
+
+/// Write the month manifests we change and a new root; return the log entry.
+async fn write_manifests(
+    table: &Arc<TableInner>,
+    head: &Snapshot,
+    pending: &PendingCommit,
+    version: u64,
+    commit_id: Uuid,
+) -> Result<LogEntry> {
+    // Each attempt writes under a fresh id, so an attempt whose put had an
+    // unknown outcome never has its manifests overwritten by a retry.
+    let attempt_id = table.options.ids.next_id();
+    let mut by_month: BTreeMap<String, Vec<&PartitionChange>> = BTreeMap::new();
+    for c in &pending.changes {
+        by_month.entry(month_key(c.date)).or_default().push(c);
+    }
+    let mut months: BTreeMap<String, MonthRef> = head
+        .root()
+        .months
+        .iter()
+        .map(|m| (m.month.clone(), m.clone()))
+        .collect();
+    let mut files_removed = 0u64;
+    let mut writes = Vec::new();
+    for (month, changes) in by_month {
+        let mut partitions: BTreeMap<NaiveDate, PartitionEntry> = match head.month(&month).await? {
+            Some(m) => m.partitions.iter().map(|p| (p.date, p.clone())).collect(),
+            None => BTreeMap::new(),
+        };
+        for c in changes {
+            let old = partitions.insert(
+                c.date,
+                PartitionEntry {
+                    date: c.date,
+                    version,
+                    commit_id,
+                    rows: c.rows,
+                    files: c.files.clone(),
+                    run: Some(pending.run.clone()),
+                },
+            );
+            files_removed += old.map_or(0, |p| p.files.len() as u64);
+        }
+        let manifest = MonthManifest {
+            month: month.clone(),
+            partitions: partitions.into_values().collect(),
+        };
+        let path = layout::month_manifest(attempt_id, &month);
+        months.insert(
+            month.clone(),
+            MonthRef {
+                month,
+                path: path.clone(),
+                partitions: manifest.partitions.len() as u32,
+                rows: manifest.partitions.iter().map(|p| p.rows).sum(),
+                files: manifest
+                    .partitions
+                    .iter()
+                    .map(|p| p.files.len() as u64)
+                    .sum(),
+            },
+        );
+        writes.push((path, manifest));
+    }
+    futures::future::try_join_all(writes.iter().map(|(path, m)| table.put_json(path, m))).await?;
+    let root = RootManifest {
+        format: FORMAT_VERSION,
+        schema: head.schema().clone(),
+        months: months.into_values().collect(),
+    };
+    let root_path = layout::root_manifest(attempt_id);
+    table.put_json(&root_path, &root).await?;
+    Ok(LogEntry {
+        format: FORMAT_VERSION,
+        version,
+        commit_id,
+        timestamp_ms: table
+            .options
+            .clock
+            .now_millis()
+            .max(head.timestamp_ms() + 1),
+        operation: pending.operation,
+        manifest: root_path,
+        dates: pending.changes.iter().map(|c| c.date).collect(),
+        rows_added: pending.changes.iter().map(|c| c.rows).sum(),
+        files_added: pending.changes.iter().map(|c| c.files.len() as u64).sum(),
+        files_removed,
+        run: Some(pending.run.clone()),
+    })
+}

@@ -1,0 +1,195 @@
+//! The one public error type of logbook-core.
+//!
+//! Every variant names the table, partition, file or field it is about, and
+//! [`Error::kind`] tells the caller what to do next.
+
+use chrono::NaiveDate;
+
+/// What a caller should do about an [`Error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The input (data, schema, name, option) is wrong: fix it; retrying will not help.
+    InvalidInput,
+    /// Another writer committed a conflicting change: re-run from a fresh snapshot.
+    Conflict,
+    /// The table, version or object does not exist.
+    NotFound,
+    /// The thing to create exists already.
+    AlreadyExists,
+    /// The table's stored state is damaged or unreadable: run `check`, do not write.
+    Corrupt,
+    /// The backend cannot give the guarantees logbook needs (e.g. put-if-absent).
+    Unsupported,
+    /// Storage or I/O failed; retrying the same call may succeed.
+    Transient,
+}
+
+/// Errors from logbook-core.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("invalid {what} {value:?}: {reason}")]
+    InvalidName {
+        what: &'static str,
+        value: String,
+        reason: String,
+    },
+
+    #[error("invalid schema for table {table}: {reason}")]
+    InvalidSchema { table: String, reason: String },
+
+    #[error("table {table}, partition {date}: field {field:?} {problem}")]
+    SchemaMismatch {
+        table: String,
+        date: NaiveDate,
+        field: String,
+        problem: String,
+    },
+
+    #[error(
+        "table {table}, partition {date}: {count} row(s) have {column} outside the partition, e.g. {examples}"
+    )]
+    RowsOutsidePartition {
+        table: String,
+        date: NaiveDate,
+        column: String,
+        count: usize,
+        examples: String,
+    },
+
+    #[error("table {table}, partition {date}: {count} row(s) have a null {column}")]
+    NullPartitionValue {
+        table: String,
+        date: NaiveDate,
+        column: String,
+        count: usize,
+    },
+
+    #[error("table {table}: {reason}")]
+    InvalidInput { table: String, reason: String },
+
+    #[error(
+        "table {table}, partition {date}: conflict: version {winning_version} replaced this date after this write started from version {base_version}; re-run from the latest snapshot"
+    )]
+    PartitionConflict {
+        table: String,
+        date: NaiveDate,
+        base_version: u64,
+        winning_version: u64,
+    },
+
+    #[error("table {table}: gave up committing after {attempts} attempts lost the race for the next version")]
+    CommitContention { table: String, attempts: usize },
+
+    #[error("table {table} not found at {location}")]
+    TableNotFound { table: String, location: String },
+
+    #[error("table {table} already exists at {location}")]
+    TableExists { table: String, location: String },
+
+    #[error("table {table}: version {version} not found (latest is {latest})")]
+    VersionNotFound {
+        table: String,
+        version: u64,
+        latest: u64,
+    },
+
+    #[error("table {table}: no version was committed at or before {timestamp}")]
+    NoVersionAtTime { table: String, timestamp: String },
+
+    #[error("table {table}: writer for partition {date} is already {state}")]
+    WriterClosed {
+        table: String,
+        date: NaiveDate,
+        state: &'static str,
+    },
+
+    #[error("table {table}: corrupt {path}: {reason}")]
+    Corrupt {
+        table: String,
+        path: String,
+        reason: String,
+    },
+
+    #[error("unsupported storage location {location}: {reason}")]
+    UnsupportedStore { location: String, reason: String },
+
+    #[error("storage error at {path}: {source}")]
+    Storage {
+        path: String,
+        #[source]
+        source: object_store::Error,
+    },
+
+    #[error("parquet error in {path}: {source}")]
+    Parquet {
+        path: String,
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+
+    #[error("arrow error in {context}: {source}")]
+    Arrow {
+        context: String,
+        #[source]
+        source: arrow_schema::ArrowError,
+    },
+}
+
+impl Error {
+    /// What the caller should do about this error.
+    pub fn kind(&self) -> ErrorKind {
+        use Error::*;
+        match self {
+            InvalidName { .. }
+            | InvalidSchema { .. }
+            | SchemaMismatch { .. }
+            | RowsOutsidePartition { .. }
+            | NullPartitionValue { .. }
+            | InvalidInput { .. }
+            | WriterClosed { .. } => ErrorKind::InvalidInput,
+            PartitionConflict { .. } => ErrorKind::Conflict,
+            CommitContention { .. } => ErrorKind::Transient,
+            TableNotFound { .. } | VersionNotFound { .. } | NoVersionAtTime { .. } => {
+                ErrorKind::NotFound
+            }
+            TableExists { .. } => ErrorKind::AlreadyExists,
+            Corrupt { .. } => ErrorKind::Corrupt,
+            UnsupportedStore { .. } => ErrorKind::Unsupported,
+            Storage { source, .. } => match source {
+                object_store::Error::NotFound { .. } => ErrorKind::NotFound,
+                object_store::Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
+                object_store::Error::NotImplemented { .. } => ErrorKind::Unsupported,
+                _ => ErrorKind::Transient,
+            },
+            Parquet { .. } | Arrow { .. } => ErrorKind::InvalidInput,
+        }
+    }
+
+    pub(crate) fn storage(path: impl std::fmt::Display, source: object_store::Error) -> Self {
+        Error::Storage {
+            path: path.to_string(),
+            source,
+        }
+    }
+
+    pub(crate) fn parquet(
+        path: impl std::fmt::Display,
+        source: parquet::errors::ParquetError,
+    ) -> Self {
+        Error::Parquet {
+            path: path.to_string(),
+            source,
+        }
+    }
+
+    pub(crate) fn arrow(context: impl std::fmt::Display, source: arrow_schema::ArrowError) -> Self {
+        Error::Arrow {
+            context: context.to_string(),
+            source,
+        }
+    }
+}
+
+/// Result alias for logbook-core.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

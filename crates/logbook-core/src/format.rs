@@ -1,0 +1,174 @@
+//! The on-storage format: log entries and manifests (JSON), and where they live.
+//!
+//! ```text
+//! <table>/_logbook/log/00000000000000000007.json   commit 7 (created with put-if-absent)
+//! <table>/_logbook/_last                           best-effort hint: latest version
+//! <table>/_logbook/manifests/<commit-id>/root.json      table schema + one ref per month
+//! <table>/_logbook/manifests/<commit-id>/2026-03.json   the partitions of one month
+//! <table>/data/<col>=2026-03-15/<staging-id>/part-00000.parquet
+//! ```
+//!
+//! A commit writes new manifests only for the months it touches and a new
+//! root; unchanged months are shared with the previous version. Every path in
+//! a manifest is relative to the table root.
+
+use chrono::{Datelike, NaiveDate};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::schema::TableSchema;
+
+/// Format version written in every log entry and root manifest.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What a commit did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    /// Created the table (version 0).
+    CreateTable,
+    /// Replaced whole partitions (the dates listed in the entry).
+    ReplacePartitions,
+}
+
+impl std::fmt::Display for Operation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Operation::CreateTable => "create",
+            Operation::ReplacePartitions => "replace",
+        })
+    }
+}
+
+/// Who wrote a commit and for which logical date.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// Identifies one run; re-submitting a run id that committed is a no-op.
+    pub run_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logical_date: Option<NaiveDate>,
+}
+
+impl RunInfo {
+    /// A run record with just an id.
+    pub fn new(run_id: impl Into<String>) -> Self {
+        Self {
+            run_id: run_id.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// One numbered commit in `_logbook/log/`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub format: u32,
+    pub version: u64,
+    /// Unique per commit attempt: how a writer recognises its own entry after
+    /// an ambiguous put.
+    pub commit_id: Uuid,
+    /// In-commit timestamp, ms since the epoch; strictly increasing along the log.
+    pub timestamp_ms: i64,
+    pub operation: Operation,
+    /// The root manifest of the snapshot this commit creates.
+    pub manifest: String,
+    /// Partitions this commit replaced.
+    #[serde(default)]
+    pub dates: Vec<NaiveDate>,
+    #[serde(default)]
+    pub rows_added: u64,
+    #[serde(default)]
+    pub files_added: u64,
+    #[serde(default)]
+    pub files_removed: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunInfo>,
+}
+
+/// The root of one snapshot: the schema and one reference per month.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RootManifest {
+    pub format: u32,
+    pub schema: TableSchema,
+    /// Sorted by month.
+    pub months: Vec<MonthRef>,
+}
+
+/// A root manifest's pointer to the manifest of one month.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MonthRef {
+    /// `YYYY-MM`.
+    pub month: String,
+    pub path: String,
+    pub partitions: u32,
+    pub rows: u64,
+    pub files: u64,
+}
+
+/// The partitions of one month.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MonthManifest {
+    pub month: String,
+    /// Sorted by date.
+    pub partitions: Vec<PartitionEntry>,
+}
+
+/// One partition as of a snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartitionEntry {
+    pub date: NaiveDate,
+    /// The version that last replaced this partition.
+    pub version: u64,
+    pub commit_id: Uuid,
+    pub rows: u64,
+    pub files: Vec<DataFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunInfo>,
+}
+
+/// One Parquet data file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataFile {
+    /// Relative to the table root.
+    pub path: String,
+    pub size: u64,
+    pub rows: u64,
+}
+
+/// The `YYYY-MM` month key of a date.
+pub fn month_key(date: NaiveDate) -> String {
+    format!("{:04}-{:02}", date.year(), date.month())
+}
+
+/// Relative paths of logbook's own objects within a table.
+pub mod layout {
+    use uuid::Uuid;
+
+    pub const META_DIR: &str = "_logbook";
+    pub const LOG_DIR: &str = "_logbook/log";
+    pub const LAST_HINT: &str = "_logbook/_last";
+
+    pub fn log_entry(version: u64) -> String {
+        format!("{LOG_DIR}/{version:020}.json")
+    }
+
+    pub fn root_manifest(commit_id: Uuid) -> String {
+        format!("{META_DIR}/manifests/{commit_id}/root.json")
+    }
+
+    pub fn month_manifest(commit_id: Uuid, month: &str) -> String {
+        format!("{META_DIR}/manifests/{commit_id}/{month}.json")
+    }
+
+    pub fn staging_dir(
+        partition_column: &str,
+        date: chrono::NaiveDate,
+        staging_id: Uuid,
+    ) -> String {
+        format!("data/{partition_column}={date}/{staging_id}")
+    }
+}

@@ -1,0 +1,37 @@
+//! logbook-core: a table format over Parquet where each run of a pipeline
+//! replaces exactly the partition (logical date) it owns, atomically and
+//! idempotently.
+//!
+//! - [`storage`]: where tables live (local path, `memory://`, `s3://`, ...).
+//! - [`log`]: the commit point, numbered log entries created with put-if-absent.
+//! - [`format`]: log entries and manifests as stored.
+//! - [`table`], [`snapshot`], [`writer`]: the table API.
+//! - [`commit`]: the commit pipeline (conflicts, idempotency, retry).
+//!
+//! No query engine here: `logbook-datafusion` builds on this crate.
+
+pub mod clock;
+pub mod commit;
+pub mod error;
+pub mod format;
+pub mod log;
+pub mod names;
+pub mod options;
+pub mod reader;
+pub mod schema;
+pub mod snapshot;
+pub mod storage;
+pub mod table;
+pub mod warehouse;
+pub mod writer;
+
+pub use commit::CommitInfo;
+pub use error::{Error, ErrorKind, Result};
+pub use format::{DataFile, LogEntry, Operation, PartitionEntry, RunInfo};
+pub use options::TableOptions;
+pub use schema::{ColumnType, TableSchema};
+pub use snapshot::Snapshot;
+pub use storage::StorageLocation;
+pub use table::Table;
+pub use warehouse::Warehouse;
+pub use writer::PartitionWriter;

@@ -1,0 +1,174 @@
+//! The commit point: a sequence of numbered objects created with put-if-absent.
+//!
+//! This module knows nothing of tables. It stores opaque bytes at version `v`
+//! only if no object exists there (`PutMode::Create`), finds the latest
+//! version from a best-effort hint plus a bounded probe, and classifies every
+//! put as created, lost to another writer, or ambiguous.
+
+use bytes::Bytes;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+use crate::error::{Error, Result};
+use crate::format::layout;
+use crate::storage::StorageLocation;
+
+/// Outcome of trying to create log entry `v`.
+#[derive(Debug)]
+pub enum PutOutcome {
+    /// Our entry is version `v`.
+    Created,
+    /// Another writer's entry is version `v`.
+    AlreadyExists,
+    /// The put failed in a way that may or may not have created the entry
+    /// (e.g. the response was lost). Read the entry back to find out.
+    Ambiguous(Error),
+}
+
+/// The numbered log of one table.
+#[derive(Debug, Clone)]
+pub struct Log {
+    location: StorageLocation,
+}
+
+impl Log {
+    pub fn new(location: StorageLocation) -> Self {
+        Self { location }
+    }
+
+    fn store(&self) -> &dyn ObjectStore {
+        self.location.store().as_ref()
+    }
+
+    /// Create entry `version` holding `bytes` if it does not exist.
+    pub async fn try_create(&self, version: u64, bytes: Bytes) -> PutOutcome {
+        let path = self.location.path(&layout::log_entry(version));
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        match self
+            .store()
+            .put_opts(&path, PutPayload::from(bytes), opts)
+            .await
+        {
+            Ok(_) => PutOutcome::Created,
+            Err(object_store::Error::AlreadyExists { .. }) => PutOutcome::AlreadyExists,
+            Err(e) => PutOutcome::Ambiguous(Error::storage(&path, e)),
+        }
+    }
+
+    /// Read entry `version`, or `None` if it does not exist.
+    pub async fn read(&self, version: u64) -> Result<Option<Bytes>> {
+        let path = self.location.path(&layout::log_entry(version));
+        match self.store().get(&path).await {
+            Ok(r) => Ok(Some(r.bytes().await.map_err(|e| Error::storage(&path, e))?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(Error::storage(&path, e)),
+        }
+    }
+
+    async fn exists(&self, version: u64) -> Result<bool> {
+        let path = self.location.path(&layout::log_entry(version));
+        match self.store().head(&path).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(Error::storage(&path, e)),
+        }
+    }
+
+    /// The latest version, or `None` for an empty log.
+    ///
+    /// Reads the `_last` hint and probes forward from it (one `HEAD` when the
+    /// hint is current). Never lists the log.
+    pub async fn latest(&self) -> Result<Option<u64>> {
+        let start = match self.read_hint().await? {
+            Some(v) if self.exists(v).await? => v,
+            _ => {
+                if !self.exists(0).await? {
+                    return Ok(None);
+                }
+                0
+            }
+        };
+        self.latest_from(start).await.map(Some)
+    }
+
+    /// The latest version given that `known` exists: gallop forward, then
+    /// binary search (versions are created contiguously).
+    pub async fn latest_from(&self, known: u64) -> Result<u64> {
+        let mut lo = known;
+        let mut step = 1u64;
+        let hi = loop {
+            let probe = lo + step;
+            if self.exists(probe).await? {
+                lo = probe;
+                step = step.saturating_mul(2);
+            } else {
+                break probe;
+            }
+        };
+        // Invariant: lo exists, hi does not.
+        let (mut lo, mut hi) = (lo, hi);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.exists(mid).await? {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    async fn read_hint(&self) -> Result<Option<u64>> {
+        let path = self.location.path(layout::LAST_HINT);
+        match self.store().get(&path).await {
+            Ok(r) => {
+                let bytes = r.bytes().await.map_err(|e| Error::storage(&path, e))?;
+                // A damaged hint is only a hint: fall back to probing.
+                Ok(std::str::from_utf8(&bytes)
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok()))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(Error::storage(&path, e)),
+        }
+    }
+
+    /// Record `version` as the latest. Best effort: a failure is logged by
+    /// the caller and never turns a landed commit into a failure.
+    pub async fn write_hint(&self, version: u64) -> Result<()> {
+        let path = self.location.path(layout::LAST_HINT);
+        self.store()
+            .put(&path, PutPayload::from(version.to_string()))
+            .await
+            .map(|_| ())
+            .map_err(|e| Error::storage(&path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn latest_probes_past_a_stale_hint() {
+        let log = Log::new(StorageLocation::parse("memory://").unwrap());
+        assert_eq!(log.latest().await.unwrap(), None);
+        for v in 0..37 {
+            assert!(matches!(
+                log.try_create(v, Bytes::from("x")).await,
+                PutOutcome::Created
+            ));
+        }
+        assert!(matches!(
+            log.try_create(5, Bytes::from("y")).await,
+            PutOutcome::AlreadyExists
+        ));
+        assert_eq!(log.latest().await.unwrap(), Some(36));
+        log.write_hint(3).await.unwrap();
+        assert_eq!(log.latest().await.unwrap(), Some(36));
+        log.write_hint(36).await.unwrap();
+        assert_eq!(log.latest().await.unwrap(), Some(36));
+    }
+}

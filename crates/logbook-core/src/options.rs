@@ -1,0 +1,69 @@
+//! Knobs a table is opened with: injected clock and ids, file sizes, retries.
+
+use std::sync::Arc;
+
+use crate::clock::{Clock, IdGenerator, SystemClock, UuidV7};
+
+/// How a [`crate::Table`] writes and commits.
+///
+/// ```
+/// use std::sync::Arc;
+/// use logbook_core::{TableOptions, clock::ManualClock};
+/// let opts = TableOptions::default()
+///     .with_clock(Arc::new(ManualClock::new(0)))
+///     .with_target_file_size(64 << 20);
+/// assert_eq!(opts.target_file_size, 64 << 20);
+/// ```
+#[derive(Debug, Clone)]
+pub struct TableOptions {
+    pub clock: Arc<dyn Clock>,
+    pub ids: Arc<dyn IdGenerator>,
+    /// A data file is closed once it reaches about this many bytes.
+    pub target_file_size: usize,
+    /// A data file holds at most this many rows.
+    pub max_rows_per_file: usize,
+    /// A row group is flushed once its buffered data reaches this many bytes
+    /// (this bounds a writer's memory).
+    pub row_group_bytes: usize,
+    /// A row group holds at most this many rows.
+    pub max_row_group_rows: usize,
+    /// How many times a commit retries after losing the race for a version.
+    pub max_commit_attempts: usize,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        Self {
+            clock: Arc::new(SystemClock),
+            ids: Arc::new(UuidV7),
+            target_file_size: 128 << 20,
+            max_rows_per_file: usize::MAX,
+            row_group_bytes: 64 << 20,
+            max_row_group_rows: 1 << 20,
+            max_commit_attempts: 100,
+        }
+    }
+}
+
+impl TableOptions {
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+    pub fn with_ids(mut self, ids: Arc<dyn IdGenerator>) -> Self {
+        self.ids = ids;
+        self
+    }
+    pub fn with_target_file_size(mut self, bytes: usize) -> Self {
+        self.target_file_size = bytes.max(1);
+        self
+    }
+    pub fn with_max_rows_per_file(mut self, rows: usize) -> Self {
+        self.max_rows_per_file = rows.max(1);
+        self
+    }
+    pub fn with_max_commit_attempts(mut self, attempts: usize) -> Self {
+        self.max_commit_attempts = attempts.max(1);
+        self
+    }
+}

@@ -1,0 +1,296 @@
+//! Table schemas: a small, stable set of column types with field ids.
+//!
+//! Each column carries a field id that never changes once assigned; it is
+//! written into every Parquet file (`PARQUET:field_id`) so that readers can
+//! map columns by id rather than by name.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::names::validate_column_name;
+
+/// A column type logbook stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ColumnType {
+    Bool,
+    Int32,
+    Int64,
+    Float32,
+    Float64,
+    String,
+    Date,
+    /// Microseconds since the epoch, no time zone.
+    Timestamp,
+    /// Microseconds since the epoch, UTC.
+    TimestampTz,
+}
+
+impl ColumnType {
+    const ALL: [(&'static str, ColumnType); 9] = [
+        ("bool", ColumnType::Bool),
+        ("int32", ColumnType::Int32),
+        ("int64", ColumnType::Int64),
+        ("float32", ColumnType::Float32),
+        ("float64", ColumnType::Float64),
+        ("string", ColumnType::String),
+        ("date", ColumnType::Date),
+        ("timestamp", ColumnType::Timestamp),
+        ("timestamptz", ColumnType::TimestampTz),
+    ];
+
+    /// Parse a type name as written in a schema spec (`int64`, `string`, ...).
+    pub fn parse(name: &str) -> Option<Self> {
+        let name = name.trim().to_ascii_lowercase();
+        let alias = match name.as_str() {
+            "boolean" => "bool",
+            "int" | "integer" => "int32",
+            "bigint" | "long" => "int64",
+            "float" | "real" => "float32",
+            "double" => "float64",
+            "utf8" | "text" | "varchar" => "string",
+            other => other,
+        };
+        Self::ALL.iter().find(|(n, _)| *n == alias).map(|(_, t)| *t)
+    }
+
+    /// The type's name in schema specs.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, t)| *t == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("?")
+    }
+
+    /// The Arrow type data of this column is stored as.
+    pub fn arrow_type(self) -> DataType {
+        match self {
+            ColumnType::Bool => DataType::Boolean,
+            ColumnType::Int32 => DataType::Int32,
+            ColumnType::Int64 => DataType::Int64,
+            ColumnType::Float32 => DataType::Float32,
+            ColumnType::Float64 => DataType::Float64,
+            ColumnType::String => DataType::Utf8,
+            ColumnType::Date => DataType::Date32,
+            ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
+            ColumnType::TimestampTz => {
+                DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from("UTC")))
+            }
+        }
+    }
+
+    /// The logbook type for an Arrow type, if there is one.
+    ///
+    /// Nanosecond and millisecond timestamps map to microsecond columns (other
+    /// engines reject nanosecond timestamps); writers cast them on the way in.
+    pub fn from_arrow(dt: &DataType) -> Option<Self> {
+        Some(match dt {
+            DataType::Boolean => ColumnType::Bool,
+            DataType::Int32 => ColumnType::Int32,
+            DataType::Int64 => ColumnType::Int64,
+            DataType::Float32 => ColumnType::Float32,
+            DataType::Float64 => ColumnType::Float64,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => ColumnType::String,
+            DataType::Date32 => ColumnType::Date,
+            DataType::Timestamp(_, None) => ColumnType::Timestamp,
+            DataType::Timestamp(_, Some(_)) => ColumnType::TimestampTz,
+            _ => return None,
+        })
+    }
+}
+
+/// One column of a table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Column {
+    /// Stable field id, unique within the table, never reused.
+    pub id: u32,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: ColumnType,
+    pub nullable: bool,
+}
+
+/// A table's schema: its columns and the date column it is partitioned by.
+///
+/// ```
+/// use logbook_core::schema::TableSchema;
+/// let s = TableSchema::parse_spec("t", "date:date,customer:string,amount:float64", "date").unwrap();
+/// assert_eq!(s.columns.len(), 3);
+/// assert!(!s.columns[0].nullable); // the partition column is never null
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableSchema {
+    pub columns: Vec<Column>,
+    pub partition_column: String,
+}
+
+impl TableSchema {
+    /// Build a schema from `(name, type)` pairs; ids are assigned 1, 2, ...
+    pub fn new(
+        table: &str,
+        columns: impl IntoIterator<Item = (String, ColumnType)>,
+        partition_column: &str,
+    ) -> Result<Self> {
+        let columns = columns
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, ty))| Column {
+                id: i as u32 + 1,
+                nullable: name != partition_column,
+                name,
+                ty,
+            })
+            .collect();
+        let schema = Self {
+            columns,
+            partition_column: partition_column.to_string(),
+        };
+        schema.validate(table)?;
+        Ok(schema)
+    }
+
+    /// Parse `name:type,name:type,...`.
+    pub fn parse_spec(table: &str, spec: &str, partition_column: &str) -> Result<Self> {
+        let invalid = |reason: String| Error::InvalidSchema {
+            table: table.to_string(),
+            reason,
+        };
+        let mut cols = Vec::new();
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, ty) = part
+                .split_once(':')
+                .ok_or_else(|| invalid(format!("column {part:?} has no type; write name:type")))?;
+            let ty = ColumnType::parse(ty).ok_or_else(|| {
+                invalid(format!(
+                    "column {name:?} has unknown type {ty:?}; known types: {}",
+                    ColumnType::ALL.map(|(n, _)| n).join(", ")
+                ))
+            })?;
+            cols.push((name.trim().to_string(), ty));
+        }
+        Self::new(table, cols, partition_column)
+    }
+
+    /// Copy the columns of an Arrow schema.
+    pub fn from_arrow(table: &str, schema: &Schema, partition_column: &str) -> Result<Self> {
+        let cols = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                ColumnType::from_arrow(f.data_type())
+                    .map(|t| (f.name().clone(), t))
+                    .ok_or_else(|| Error::InvalidSchema {
+                        table: table.to_string(),
+                        reason: format!(
+                            "column {:?} has type {} which logbook does not store",
+                            f.name(),
+                            f.data_type()
+                        ),
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Self::new(table, cols, partition_column)
+    }
+
+    fn validate(&self, table: &str) -> Result<()> {
+        let invalid = |reason: String| {
+            Err(Error::InvalidSchema {
+                table: table.to_string(),
+                reason,
+            })
+        };
+        if self.columns.is_empty() {
+            return invalid("no columns".into());
+        }
+        let mut seen = HashMap::new();
+        for c in &self.columns {
+            validate_column_name(&c.name)?;
+            if seen.insert(c.name.as_str(), c.id).is_some() {
+                return invalid(format!("column {:?} appears twice", c.name));
+            }
+        }
+        match self.column(&self.partition_column) {
+            None => invalid(format!(
+                "partition column {:?} is not one of the columns",
+                self.partition_column
+            )),
+            Some(c) if c.ty != ColumnType::Date => invalid(format!(
+                "partition column {:?} must have type date, not {}",
+                c.name,
+                c.ty.name()
+            )),
+            Some(c) if c.nullable => invalid(format!(
+                "partition column {:?} must not be nullable",
+                c.name
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// The column with this name.
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+
+    /// Index of the partition column.
+    pub fn partition_index(&self) -> usize {
+        self.columns
+            .iter()
+            .position(|c| c.name == self.partition_column)
+            .expect("validated: the partition column exists")
+    }
+
+    /// The Arrow schema of data in this table, with field ids in the metadata.
+    pub fn arrow_schema(&self) -> SchemaRef {
+        let fields: Vec<Field> = self
+            .columns
+            .iter()
+            .map(|c| {
+                Field::new(&c.name, c.ty.arrow_type(), c.nullable).with_metadata(HashMap::from([(
+                    parquet::arrow::PARQUET_FIELD_ID_META_KEY.to_string(),
+                    c.id.to_string(),
+                )]))
+            })
+            .collect();
+        Arc::new(Schema::new(fields))
+    }
+
+    /// `name:type,...`, the inverse of [`TableSchema::parse_spec`].
+    pub fn spec(&self) -> String {
+        self.columns
+            .iter()
+            .map(|c| format!("{}:{}", c.name, c.ty.name()))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_round_trips_and_errors_name_the_column() {
+        let s = TableSchema::parse_spec("t", "d:date, n:int64 ,s:string", "d").unwrap();
+        assert_eq!(s.spec(), "d:date,n:int64,s:string");
+        let e = TableSchema::parse_spec("t", "d:date,n:decimal", "d").unwrap_err();
+        assert!(e.to_string().contains("\"n\""), "{e}");
+        let e = TableSchema::parse_spec("t", "d:string", "d").unwrap_err();
+        assert!(e.to_string().contains("must have type date"), "{e}");
+        let e = TableSchema::parse_spec("t", "d:date", "day").unwrap_err();
+        assert!(e.to_string().contains("\"day\""), "{e}");
+        assert!(TableSchema::parse_spec("t", "d:date,d:int32", "d").is_err());
+    }
+
+    #[test]
+    fn arrow_schema_carries_field_ids() {
+        let s = TableSchema::parse_spec("t", "d:date,n:int64", "d").unwrap();
+        let a = s.arrow_schema();
+        assert_eq!(a.field(1).metadata()["PARQUET:field_id"], "2");
+    }
+}

@@ -1,0 +1,134 @@
+//! One committed version of a table: its schema and partitions.
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use chrono::NaiveDate;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+
+use crate::error::Result;
+use crate::format::{month_key, LogEntry, MonthManifest, PartitionEntry, RootManifest};
+use crate::reader::read_files;
+use crate::schema::TableSchema;
+use crate::table::TableInner;
+
+/// An immutable view of a table at one version.
+#[derive(Clone)]
+pub struct Snapshot {
+    table: Arc<TableInner>,
+    entry: Arc<LogEntry>,
+    root: Arc<RootManifest>,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("table", &self.table.name)
+            .field("version", &self.entry.version)
+            .finish()
+    }
+}
+
+impl Snapshot {
+    pub(crate) fn new(table: Arc<TableInner>, entry: LogEntry, root: RootManifest) -> Self {
+        Self {
+            table,
+            entry: Arc::new(entry),
+            root: Arc::new(root),
+        }
+    }
+
+    /// The version this snapshot was committed as.
+    pub fn version(&self) -> u64 {
+        self.entry.version
+    }
+
+    /// In-commit timestamp of this version (ms since the epoch).
+    pub fn timestamp_ms(&self) -> i64 {
+        self.entry.timestamp_ms
+    }
+
+    /// The log entry that created this snapshot.
+    pub fn entry(&self) -> &LogEntry {
+        &self.entry
+    }
+
+    pub(crate) fn root(&self) -> &RootManifest {
+        &self.root
+    }
+
+    /// The table's schema at this version.
+    pub fn schema(&self) -> &TableSchema {
+        &self.root.schema
+    }
+
+    /// The Arrow schema of rows read from this snapshot.
+    pub fn arrow_schema(&self) -> SchemaRef {
+        self.root.schema.arrow_schema()
+    }
+
+    /// Total rows and files, from the root manifest alone.
+    pub fn totals(&self) -> (u64, u64) {
+        self.root
+            .months
+            .iter()
+            .fold((0, 0), |(r, f), m| (r + m.rows, f + m.files))
+    }
+
+    /// The manifest of `month` (`YYYY-MM`), if any partition of it exists.
+    pub(crate) async fn month(&self, month: &str) -> Result<Option<Arc<MonthManifest>>> {
+        match self
+            .root
+            .months
+            .binary_search_by(|m| m.month.as_str().cmp(month))
+        {
+            Ok(i) => Ok(Some(self.table.month(&self.root.months[i].path).await?)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Every partition, sorted by date.
+    pub async fn partitions(&self) -> Result<Vec<PartitionEntry>> {
+        let months: Vec<Arc<MonthManifest>> = futures::stream::iter(&self.root.months)
+            .map(|m| self.table.month(&m.path))
+            .buffered(16)
+            .try_collect()
+            .await?;
+        Ok(months
+            .iter()
+            .flat_map(|m| m.partitions.iter().cloned())
+            .collect())
+    }
+
+    /// The partition for `date`, if it was ever committed (and not removed).
+    pub async fn partition(&self, date: NaiveDate) -> Result<Option<PartitionEntry>> {
+        Ok(self.month(&month_key(date)).await?.and_then(|m| {
+            m.partitions
+                .binary_search_by(|p| p.date.cmp(&date))
+                .ok()
+                .map(|i| m.partitions[i].clone())
+        }))
+    }
+
+    /// Stream the rows of partition `date`, optionally only some columns.
+    /// A partition that does not exist yields no rows.
+    pub async fn scan_partition(
+        &self,
+        date: NaiveDate,
+        columns: Option<&[&str]>,
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        let files = self
+            .partition(date)
+            .await?
+            .map(|p| p.files)
+            .unwrap_or_default();
+        read_files(&self.table, files, columns)
+    }
+
+    /// All rows of partition `date`, collected.
+    pub async fn read_partition(&self, date: NaiveDate) -> Result<Vec<RecordBatch>> {
+        self.scan_partition(date, None).await?.try_collect().await
+    }
+}

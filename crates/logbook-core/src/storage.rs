@@ -1,0 +1,249 @@
+//! Where tables live: an object store plus a prefix, parsed from a URI.
+
+use std::sync::Arc;
+
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::ObjectStore;
+use url::Url;
+
+use crate::error::{Error, Result};
+use crate::names::validate_table_name;
+
+/// An object store and a prefix inside it: a warehouse or a table root.
+///
+/// ```
+/// # #[tokio::main] async fn main() -> logbook_core::Result<()> {
+/// use logbook_core::StorageLocation;
+/// let wh = StorageLocation::parse("memory://wh")?;
+/// let table = wh.child("orders")?;
+/// assert_eq!(table.uri(), "memory://wh/orders");
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct StorageLocation {
+    store: Arc<dyn ObjectStore>,
+    prefix: Option<Path>,
+    uri: String,
+}
+
+impl std::fmt::Debug for StorageLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StorageLocation")
+            .field("uri", &self.uri)
+            .finish()
+    }
+}
+
+impl StorageLocation {
+    /// Parse a local path, `file://`, `memory://`, `s3://`, `gs://` or `az://` URI.
+    ///
+    /// Cloud credentials and settings come from the usual environment
+    /// variables (`AWS_*`, `GOOGLE_*`, `AZURE_*`); `options` override them.
+    pub fn parse(uri: &str) -> Result<Self> {
+        Self::parse_with_options(uri, std::iter::empty::<(String, String)>())
+    }
+
+    /// [`StorageLocation::parse`] with object_store configuration options
+    /// (e.g. `("aws_endpoint", "http://127.0.0.1:9000")`, `("aws_allow_http", "true")`).
+    pub fn parse_with_options<K, V>(
+        uri: &str,
+        options: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Self>
+    where
+        K: AsRef<str>,
+        V: Into<String>,
+    {
+        let unsupported = |reason: String| Error::UnsupportedStore {
+            location: uri.to_string(),
+            reason,
+        };
+        let url = match Url::parse(uri) {
+            Ok(url) if url.scheme().len() > 1 => url,
+            // No scheme (or a Windows drive letter): a local path.
+            _ => return Self::local(std::path::Path::new(uri)),
+        };
+        match url.scheme() {
+            "file" => {
+                let path = url
+                    .to_file_path()
+                    .map_err(|_| unsupported("not a local file path".into()))?;
+                Self::local(&path)
+            }
+            "memory" => {
+                // `memory://wh/x`: the host is the first path segment.
+                let prefix = format!("{}/{}", url.host_str().unwrap_or(""), url.path());
+                Ok(Self::from_store(
+                    Arc::new(InMemory::new()),
+                    &prefix.replace("//", "/"),
+                    uri,
+                ))
+            }
+            #[cfg(feature = "cloud")]
+            "s3" | "s3a" | "gs" | "az" | "abfs" | "abfss" | "azure" => {
+                let store = cloud::build(&url, options).map_err(|e| unsupported(e.to_string()))?;
+                Ok(Self::from_store(
+                    store,
+                    url.path().trim_matches('/'),
+                    uri.trim_end_matches('/'),
+                ))
+            }
+            other => {
+                let _ = options.into_iter().count();
+                Err(unsupported(format!(
+                    "scheme {other:?} is not supported (use a local path, file://, memory://{})",
+                    if cfg!(feature = "cloud") {
+                        ", s3://, gs:// or az://"
+                    } else {
+                        "; build with the `cloud` feature for s3://, gs://, az://"
+                    }
+                )))
+            }
+        }
+    }
+
+    /// A local directory (created if missing), written with fsync so a
+    /// committed log entry survives power loss.
+    pub fn local(dir: &std::path::Path) -> Result<Self> {
+        let io_err = |e: std::io::Error| Error::UnsupportedStore {
+            location: dir.display().to_string(),
+            reason: e.to_string(),
+        };
+        std::fs::create_dir_all(dir).map_err(io_err)?;
+        let canonical = dir.canonicalize().map_err(io_err)?;
+        let store = LocalFileSystem::new_with_prefix(&canonical)
+            .map_err(|e| Error::storage(canonical.display(), e))?
+            .with_fsync(true);
+        Ok(Self::from_store(
+            Arc::new(store),
+            "",
+            &format!("file://{}", canonical.display()),
+        ))
+    }
+
+    /// Wrap an existing store (tests use this to inject counting or faulty stores).
+    pub fn from_store(store: Arc<dyn ObjectStore>, prefix: &str, uri: &str) -> Self {
+        let prefix = prefix.trim_matches('/');
+        Self {
+            store,
+            prefix: (!prefix.is_empty()).then(|| Path::from(prefix)),
+            uri: uri.to_string(),
+        }
+    }
+
+    /// The location of the table `name` inside this warehouse.
+    pub fn child(&self, name: &str) -> Result<Self> {
+        validate_table_name(name)?;
+        Ok(Self {
+            store: self.store.clone(),
+            prefix: Some(match &self.prefix {
+                Some(p) => p.clone().join(name),
+                None => Path::from(name),
+            }),
+            uri: if self.uri.ends_with('/') {
+                format!("{}{name}", self.uri)
+            } else {
+                format!("{}/{name}", self.uri)
+            },
+        })
+    }
+
+    /// The URI this location was opened from.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// The underlying object store.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The object path of `relative` (a `/`-separated path built by logbook).
+    pub fn path(&self, relative: &str) -> Path {
+        let rel = relative.trim_matches('/');
+        match &self.prefix {
+            Some(p) if rel.is_empty() => p.clone(),
+            Some(p) => Path::from(format!("{p}/{rel}")),
+            None => Path::from(rel),
+        }
+    }
+
+    /// Strip this location's prefix from an object path.
+    pub fn relative(&self, path: &Path) -> String {
+        let s = path.as_ref();
+        match &self.prefix {
+            Some(p) => s
+                .strip_prefix(p.as_ref())
+                .map(|r| r.trim_start_matches('/'))
+                .unwrap_or(s)
+                .to_string(),
+            None => s.to_string(),
+        }
+    }
+}
+
+#[cfg(feature = "cloud")]
+mod cloud {
+    use super::*;
+    use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+    use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+    use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+
+    pub(super) fn build<K: AsRef<str>, V: Into<String>>(
+        url: &Url,
+        options: impl IntoIterator<Item = (K, V)>,
+    ) -> object_store::Result<Arc<dyn ObjectStore>> {
+        let options: Vec<(String, String)> = options
+            .into_iter()
+            .map(|(k, v)| (k.as_ref().to_ascii_lowercase(), v.into()))
+            .collect();
+        Ok(match url.scheme() {
+            "s3" | "s3a" => {
+                let mut b = AmazonS3Builder::from_env().with_url(url.as_str());
+                for (k, v) in options {
+                    b = b.with_config(k.parse::<AmazonS3ConfigKey>()?, v);
+                }
+                Arc::new(b.build()?)
+            }
+            "gs" => {
+                let mut b = GoogleCloudStorageBuilder::from_env().with_url(url.as_str());
+                for (k, v) in options {
+                    b = b.with_config(k.parse::<GoogleConfigKey>()?, v);
+                }
+                Arc::new(b.build()?)
+            }
+            _ => {
+                let mut b = MicrosoftAzureBuilder::from_env().with_url(url.as_str());
+                for (k, v) in options {
+                    b = b.with_config(k.parse::<AzureConfigKey>()?, v);
+                }
+                Arc::new(b.build()?)
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_refuses_escapes_and_paths_join() {
+        let wh = StorageLocation::parse("memory://wh").unwrap();
+        assert!(wh.child("../x").is_err());
+        assert!(wh.child("a/b").is_err());
+        let t = wh.child("orders").unwrap();
+        assert_eq!(
+            t.path("_logbook/_last").as_ref(),
+            "wh/orders/_logbook/_last"
+        );
+        assert_eq!(t.relative(&t.path("data/x.parquet")), "data/x.parquet");
+    }
+
+    #[test]
+    fn unknown_scheme_is_a_clear_error() {
+        let e = StorageLocation::parse("ftp://host/x").unwrap_err();
+        assert!(e.to_string().contains("ftp"), "{e}");
+    }
+}

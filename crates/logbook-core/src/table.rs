@@ -1,0 +1,335 @@
+//! A table: open it, read its snapshots and history, start partition writes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use chrono::NaiveDate;
+use futures::{StreamExt, TryStreamExt};
+use object_store::{ObjectStoreExt, PutPayload};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::format::{
+    layout, LogEntry, MonthManifest, Operation, RootManifest, RunInfo, FORMAT_VERSION,
+};
+use crate::log::{Log, PutOutcome};
+use crate::names::{validate_run_id, validate_table_name};
+use crate::options::TableOptions;
+use crate::schema::TableSchema;
+use crate::snapshot::Snapshot;
+use crate::storage::StorageLocation;
+use crate::writer::PartitionWriter;
+
+/// A logbook table.
+///
+/// ```
+/// # #[tokio::main] async fn main() -> logbook_core::Result<()> {
+/// use logbook_core::{StorageLocation, Table, TableOptions, RunInfo};
+/// use logbook_core::schema::TableSchema;
+/// let loc = StorageLocation::parse("memory://")?.child("orders")?;
+/// let schema = TableSchema::parse_spec("orders", "date:date,amount:int64", "date")?;
+/// let table = Table::create(loc, "orders", schema, TableOptions::default()).await?;
+/// let date = chrono::NaiveDate::from_ymd_opt(2026, 3, 15).unwrap();
+/// let writer = table.replace_partition(date, RunInfo::new("run-1")).await?;
+/// let info = writer.commit().await?; // an empty partition: Complete with 0 rows
+/// assert_eq!(info.version, 1);
+/// assert_eq!(table.latest().await?.partition(date).await?.unwrap().rows, 0);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Table {
+    pub(crate) inner: Arc<TableInner>,
+}
+
+pub(crate) struct TableInner {
+    pub name: String,
+    pub location: StorageLocation,
+    pub log: Log,
+    pub options: TableOptions,
+    /// Highest version this handle has seen; probing starts here.
+    last_seen: AtomicU64,
+    /// Month manifests are immutable, so they are shared across versions.
+    months: Mutex<HashMap<String, Arc<MonthManifest>>>,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("name", &self.inner.name)
+            .field("location", &self.inner.location.uri())
+            .finish()
+    }
+}
+
+impl Table {
+    /// Create a table at `location` (version 0). Fails with `TableExists` if
+    /// a table is already there.
+    pub async fn create(
+        location: StorageLocation,
+        name: &str,
+        schema: TableSchema,
+        options: TableOptions,
+    ) -> Result<Table> {
+        validate_table_name(name)?;
+        let inner = Arc::new(TableInner::new(name, location, options));
+        let commit_id = inner.options.ids.next_id();
+        let root = RootManifest {
+            format: FORMAT_VERSION,
+            schema,
+            months: vec![],
+        };
+        let manifest = layout::root_manifest(commit_id);
+        inner.put_json(&manifest, &root).await?;
+        let entry = LogEntry {
+            format: FORMAT_VERSION,
+            version: 0,
+            commit_id,
+            timestamp_ms: inner.options.clock.now_millis(),
+            operation: Operation::CreateTable,
+            manifest,
+            dates: vec![],
+            rows_added: 0,
+            files_added: 0,
+            files_removed: 0,
+            run: None,
+        };
+        match inner.log.try_create(0, inner.encode(&entry)?).await {
+            PutOutcome::Created => {}
+            PutOutcome::AlreadyExists => return Err(inner.exists_error()),
+            PutOutcome::Ambiguous(e) => match inner.read_entry(0).await {
+                Ok(found) if found.commit_id == commit_id => {}
+                Ok(_) => return Err(inner.exists_error()),
+                Err(_) => return Err(e),
+            },
+        }
+        inner.write_hint(0).await;
+        Ok(Table { inner })
+    }
+
+    /// Open the table at `location`. Fails with `TableNotFound` if there is none.
+    pub async fn open(
+        location: StorageLocation,
+        name: &str,
+        options: TableOptions,
+    ) -> Result<Table> {
+        validate_table_name(name)?;
+        let inner = Arc::new(TableInner::new(name, location, options));
+        match inner.log.latest().await? {
+            Some(v) => inner.saw(v),
+            None => {
+                return Err(Error::TableNotFound {
+                    table: name.to_string(),
+                    location: inner.location.uri().to_string(),
+                })
+            }
+        }
+        Ok(Table { inner })
+    }
+
+    /// The table's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Where the table lives.
+    pub fn location(&self) -> &StorageLocation {
+        &self.inner.location
+    }
+
+    /// The latest committed version (probes the log).
+    pub async fn latest_version(&self) -> Result<u64> {
+        self.inner.latest_version().await
+    }
+
+    /// The latest snapshot.
+    pub async fn latest(&self) -> Result<Snapshot> {
+        let v = self.latest_version().await?;
+        self.inner.snapshot(v).await
+    }
+
+    /// The snapshot committed as `version`.
+    pub async fn at_version(&self, version: u64) -> Result<Snapshot> {
+        let latest = self.latest_version().await?;
+        if version > latest {
+            return Err(Error::VersionNotFound {
+                table: self.inner.name.clone(),
+                version,
+                latest,
+            });
+        }
+        self.inner.snapshot(version).await
+    }
+
+    /// The snapshot that was latest at `timestamp_ms` (in-commit time):
+    /// the last version committed at or before it.
+    pub async fn as_of_timestamp(&self, timestamp_ms: i64) -> Result<Snapshot> {
+        let latest = self.latest_version().await?;
+        let first = self.inner.read_entry(0).await?;
+        if first.timestamp_ms > timestamp_ms {
+            return Err(Error::NoVersionAtTime {
+                table: self.inner.name.clone(),
+                timestamp: chrono::DateTime::from_timestamp_millis(timestamp_ms)
+                    .map(|t| t.to_rfc3339())
+                    .unwrap_or_else(|| timestamp_ms.to_string()),
+            });
+        }
+        // In-commit timestamps strictly increase, so binary search.
+        let (mut lo, mut hi) = (0u64, latest + 1);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.inner.read_entry(mid).await?.timestamp_ms <= timestamp_ms {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        self.inner.snapshot(lo).await
+    }
+
+    /// Every commit, oldest first.
+    pub async fn history(&self) -> Result<Vec<LogEntry>> {
+        let latest = self.latest_version().await?;
+        futures::stream::iter(0..=latest)
+            .map(|v| self.inner.read_entry(v))
+            .buffered(16)
+            .try_collect()
+            .await
+    }
+
+    /// Start replacing the partition `date`. Nothing is visible until
+    /// [`PartitionWriter::commit`]; the write conflicts with any other commit
+    /// to the same date made after the snapshot it starts from.
+    pub async fn replace_partition(
+        &self,
+        date: NaiveDate,
+        run: RunInfo,
+    ) -> Result<PartitionWriter> {
+        validate_run_id(&run.run_id)?;
+        let base = self.latest().await?;
+        Ok(PartitionWriter::new(self.inner.clone(), base, date, run))
+    }
+}
+
+impl TableInner {
+    fn new(name: &str, location: StorageLocation, options: TableOptions) -> Self {
+        Self {
+            name: name.to_string(),
+            log: Log::new(location.clone()),
+            location,
+            options,
+            last_seen: AtomicU64::new(0),
+            months: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn exists_error(&self) -> Error {
+        Error::TableExists {
+            table: self.name.clone(),
+            location: self.location.uri().to_string(),
+        }
+    }
+
+    pub(crate) fn saw(&self, version: u64) {
+        self.last_seen.fetch_max(version, Ordering::SeqCst);
+    }
+
+    pub(crate) async fn latest_version(&self) -> Result<u64> {
+        let v = self
+            .log
+            .latest_from(self.last_seen.load(Ordering::SeqCst))
+            .await?;
+        self.saw(v);
+        Ok(v)
+    }
+
+    pub(crate) async fn write_hint(&self, version: u64) {
+        if let Err(e) = self.log.write_hint(version).await {
+            tracing::warn!(table = %self.name, version, error = %e, "commit landed; updating the _last hint failed");
+        }
+    }
+
+    pub(crate) async fn snapshot(self: &Arc<Self>, version: u64) -> Result<Snapshot> {
+        let entry = self.read_entry(version).await?;
+        let root: RootManifest = self.get_json(&entry.manifest).await?;
+        Ok(Snapshot::new(self.clone(), entry, root))
+    }
+
+    pub(crate) async fn read_entry(&self, version: u64) -> Result<LogEntry> {
+        let path = layout::log_entry(version);
+        let bytes = self
+            .log
+            .read(version)
+            .await?
+            .ok_or_else(|| Error::Corrupt {
+                table: self.name.clone(),
+                path: path.clone(),
+                reason: "log entry is missing".into(),
+            })?;
+        let entry: LogEntry = self.decode(&path, &bytes)?;
+        if entry.version != version {
+            return Err(Error::Corrupt {
+                table: self.name.clone(),
+                path,
+                reason: format!("entry says version {}", entry.version),
+            });
+        }
+        Ok(entry)
+    }
+
+    pub(crate) async fn month(&self, path: &str) -> Result<Arc<MonthManifest>> {
+        if let Some(m) = self.months.lock().expect("cache lock").get(path) {
+            return Ok(m.clone());
+        }
+        let m: Arc<MonthManifest> = Arc::new(self.get_json(path).await?);
+        self.months
+            .lock()
+            .expect("cache lock")
+            .insert(path.to_string(), m.clone());
+        Ok(m)
+    }
+
+    pub(crate) fn encode<T: Serialize>(&self, value: &T) -> Result<Bytes> {
+        serde_json::to_vec(value)
+            .map(Bytes::from)
+            .map_err(|e| Error::InvalidInput {
+                table: self.name.clone(),
+                reason: format!("cannot encode metadata: {e}"),
+            })
+    }
+
+    fn decode<T: DeserializeOwned>(&self, path: &str, bytes: &[u8]) -> Result<T> {
+        serde_json::from_slice(bytes).map_err(|e| Error::Corrupt {
+            table: self.name.clone(),
+            path: path.to_string(),
+            reason: e.to_string(),
+        })
+    }
+
+    pub(crate) async fn get_json<T: DeserializeOwned>(&self, relative: &str) -> Result<T> {
+        let path = self.location.path(relative);
+        let bytes = async { self.location.store().get(&path).await?.bytes().await }
+            .await
+            .map_err(|e| match e {
+                object_store::Error::NotFound { .. } => Error::Corrupt {
+                    table: self.name.clone(),
+                    path: relative.to_string(),
+                    reason: "referenced by the log but missing".into(),
+                },
+                e => Error::storage(&path, e),
+            })?;
+        self.decode(relative, &bytes)
+    }
+
+    pub(crate) async fn put_json<T: Serialize>(&self, relative: &str, value: &T) -> Result<()> {
+        let path = self.location.path(relative);
+        self.location
+            .store()
+            .put(&path, PutPayload::from(self.encode(value)?))
+            .await
+            .map(|_| ())
+            .map_err(|e| Error::storage(&path, e))
+    }
+}

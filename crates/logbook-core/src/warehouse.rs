@@ -1,0 +1,96 @@
+//! A warehouse: a root holding tables by name (`<warehouse>/<table>/`).
+
+use futures::TryStreamExt;
+use object_store::ObjectStore;
+
+use crate::error::{Error, Result};
+use crate::format::layout;
+use crate::options::TableOptions;
+use crate::schema::TableSchema;
+use crate::storage::StorageLocation;
+use crate::table::Table;
+
+/// Tables by name under one root.
+///
+/// ```
+/// # #[tokio::main] async fn main() -> logbook_core::Result<()> {
+/// use logbook_core::{Warehouse, TableSchema};
+/// let wh = Warehouse::open("memory://")?;
+/// let schema = TableSchema::parse_spec("orders", "date:date,amount:int64", "date")?;
+/// wh.create_table("orders", schema).await?;
+/// assert_eq!(wh.list_tables().await?, vec!["orders".to_string()]);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Warehouse {
+    location: StorageLocation,
+    options: TableOptions,
+}
+
+impl Warehouse {
+    /// Open a warehouse at a URI with default options.
+    pub fn open(uri: &str) -> Result<Self> {
+        Ok(Self::new(
+            StorageLocation::parse(uri)?,
+            TableOptions::default(),
+        ))
+    }
+
+    /// A warehouse at `location` whose tables use `options`.
+    pub fn new(location: StorageLocation, options: TableOptions) -> Self {
+        Self { location, options }
+    }
+
+    /// Where the warehouse lives.
+    pub fn location(&self) -> &StorageLocation {
+        &self.location
+    }
+
+    /// Create table `name`.
+    pub async fn create_table(&self, name: &str, schema: TableSchema) -> Result<Table> {
+        Table::create(
+            self.location.child(name)?,
+            name,
+            schema,
+            self.options.clone(),
+        )
+        .await
+    }
+
+    /// Open table `name`.
+    pub async fn table(&self, name: &str) -> Result<Table> {
+        Table::open(self.location.child(name)?, name, self.options.clone()).await
+    }
+
+    /// Names of the tables in the warehouse, sorted.
+    pub async fn list_tables(&self) -> Result<Vec<String>> {
+        let root = self.location.path("");
+        let prefix = (!root.as_ref().is_empty()).then_some(&root);
+        let listing = self
+            .location
+            .store()
+            .list_with_delimiter(prefix)
+            .await
+            .map_err(|e| Error::storage(self.location.uri(), e))?;
+        let mut names = Vec::new();
+        for dir in listing.common_prefixes {
+            let Some(name) = dir.filename().map(str::to_string) else {
+                continue;
+            };
+            let table = self.location.child(&name);
+            let Ok(table) = table else { continue };
+            let log_dir = table.path(layout::LOG_DIR);
+            let mut entries = table.store().list(Some(&log_dir));
+            if entries
+                .try_next()
+                .await
+                .map_err(|e| Error::storage(&log_dir, e))?
+                .is_some()
+            {
+                names.push(name);
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+}
