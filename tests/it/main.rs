@@ -1,1 +1,10 @@
+//! Integration tests, in one binary so heavy dependencies link once.
 
+mod commit_cost;
+mod common;
+mod concurrency;
+mod counting_store;
+mod local_fs;
+mod replace;
+mod time_travel;
+mod validation;

@@ -153,9 +153,18 @@ impl PartitionWriter {
     /// Commit the partition: it becomes visible atomically, replacing any
     /// earlier contents of the date. Fails with `PartitionConflict` if
     /// another commit replaced the date after this writer's base snapshot.
+    ///
+    /// A writer whose earlier `write` was refused commits nothing: `commit`
+    /// then aborts it (deleting its staged files) and returns the refusal.
     pub async fn commit(mut self) -> Result<CommitInfo> {
-        self.ensure_usable()?;
-        self.close_file().await?;
+        if let Err(e) = self.ensure_usable() {
+            self.abort().await?;
+            return Err(e);
+        }
+        if let Err(e) = self.close_file().await {
+            self.abort().await?;
+            return Err(e);
+        }
         let pending = PendingCommit {
             operation: Operation::ReplacePartitions,
             base_version: self.base.version(),
@@ -171,17 +180,20 @@ impl PartitionWriter {
             .iter()
             .map(|f| f.path.clone())
             .collect();
-        match commit(&self.table, pending).await {
+        // Own everything the rest needs, so the future does not borrow the writer.
+        let table = self.table.clone();
+        drop(self);
+        match commit(&table, pending).await {
             Ok(info) => {
                 if info.already_committed {
-                    self.delete_staged(&staged).await;
+                    delete_staged(&table, &staged).await;
                 }
                 Ok(info)
             }
             Err(failure) => {
                 // Only when the commit certainly did not land may its files go.
                 if !failure.ambiguous {
-                    self.delete_staged(&staged).await;
+                    delete_staged(&table, &staged).await;
                 }
                 Err(failure.error)
             }
@@ -200,7 +212,9 @@ impl PartitionWriter {
             });
         }
         let staged: Vec<String> = self.files.iter().map(|f| f.path.clone()).collect();
-        self.delete_staged(&staged).await;
+        let table = self.table.clone();
+        drop(self);
+        delete_staged(&table, &staged).await;
         Ok(())
     }
 
@@ -248,18 +262,6 @@ impl PartitionWriter {
             rows: f.rows,
         });
         Ok(())
-    }
-
-    async fn delete_staged(&self, files: &[String]) {
-        let store: &Arc<dyn ObjectStore> = self.table.location.store();
-        for f in files {
-            let path = self.table.location.path(f);
-            if let Err(e) = store.delete(&path).await {
-                if !matches!(e, object_store::Error::NotFound { .. }) {
-                    tracing::warn!(table = %self.table.name, file = %f, error = %e, "could not delete staged file; vacuum will");
-                }
-            }
-        }
     }
 
     /// Check `batch` against the table schema and the partition date, and
@@ -352,6 +354,19 @@ impl PartitionWriter {
             count: bad,
             examples,
         })
+    }
+}
+
+/// Delete files this writer staged and that no commit references.
+async fn delete_staged(table: &TableInner, files: &[String]) {
+    let store: &Arc<dyn ObjectStore> = table.location.store();
+    for f in files {
+        let path = table.location.path(f);
+        if let Err(e) = store.delete(&path).await {
+            if !matches!(e, object_store::Error::NotFound { .. }) {
+                tracing::warn!(table = %table.name, file = %f, error = %e, "could not delete staged file; vacuum will");
+            }
+        }
     }
 }
 

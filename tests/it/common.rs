@@ -1,0 +1,114 @@
+//! Helpers shared by the integration tests.
+
+use std::sync::Arc;
+
+use arrow_array::{Array, Date32Array, Int64Array, RecordBatch, StringArray};
+use chrono::NaiveDate;
+use logbook::clock::{ManualClock, SequentialIds};
+use logbook::{RunInfo, StorageLocation, Table, TableOptions, TableSchema};
+
+pub const SPEC: &str = "date:date,id:int64,name:string";
+
+pub fn date(s: &str) -> NaiveDate {
+    s.parse().unwrap()
+}
+
+pub fn days(d: NaiveDate) -> i32 {
+    (d - NaiveDate::from_ymd_opt(1970, 1, 1).unwrap()).num_days() as i32
+}
+
+/// Rows `(d, id, "<tag>-<id>")` for ids in `ids`.
+pub fn batch(d: NaiveDate, ids: std::ops::Range<i64>, tag: &str) -> RecordBatch {
+    let n = ids.clone().count();
+    let schema = TableSchema::parse_spec("t", SPEC, "date")
+        .unwrap()
+        .arrow_schema();
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Date32Array::from(vec![days(d); n])),
+            Arc::new(Int64Array::from_iter_values(ids.clone())),
+            Arc::new(StringArray::from_iter_values(
+                ids.map(|i| format!("{tag}-{i}")),
+            )),
+        ],
+    )
+    .unwrap()
+}
+
+/// Deterministic clock, and ids from one sequence shared by every handle in
+/// this process (two handles drawing the same ids would be two writers with
+/// the same commit id, which real id generators never produce).
+pub fn options() -> TableOptions {
+    static IDS: std::sync::OnceLock<Arc<SequentialIds>> = std::sync::OnceLock::new();
+    TableOptions::default()
+        .with_clock(Arc::new(ManualClock::new(1_700_000_000_000)))
+        .with_ids(IDS.get_or_init(Default::default).clone())
+}
+
+pub async fn memory_table(name: &str) -> Table {
+    memory_table_with(name, options()).await
+}
+
+pub async fn memory_table_with(name: &str, options: TableOptions) -> Table {
+    let loc = StorageLocation::parse("memory://")
+        .unwrap()
+        .child(name)
+        .unwrap();
+    let schema = TableSchema::parse_spec(name, SPEC, "date").unwrap();
+    Table::create(loc, name, schema, options).await.unwrap()
+}
+
+/// Replace `d` with `ids` tagged `tag`, as run `run`; returns the version.
+pub async fn replace(
+    table: &Table,
+    d: NaiveDate,
+    ids: std::ops::Range<i64>,
+    tag: &str,
+    run: &str,
+) -> u64 {
+    let mut w = table.replace_partition(d, RunInfo::new(run)).await.unwrap();
+    w.write(&batch(d, ids, tag)).await.unwrap();
+    w.commit().await.unwrap().version
+}
+
+/// The `(id, name)` rows of `d` at `snapshot`, sorted.
+pub async fn rows(snapshot: &logbook::Snapshot, d: NaiveDate) -> Vec<(i64, String)> {
+    let mut out = Vec::new();
+    for b in snapshot.read_partition(d).await.unwrap() {
+        let ids = b
+            .column_by_name("id")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        let names = b
+            .column_by_name("name")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        for i in 0..b.num_rows() {
+            assert!(!ids.is_null(i));
+            out.push((ids.value(i), names.value(i).to_string()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every object path under the table's `data/` directory.
+pub async fn data_files(table: &Table) -> Vec<String> {
+    use futures::TryStreamExt;
+    let loc = table.location();
+    let prefix = loc.path("data");
+    let mut paths: Vec<String> = loc
+        .store()
+        .list(Some(&prefix))
+        .map_ok(|m| loc.relative(&m.location))
+        .try_collect()
+        .await
+        .unwrap();
+    paths.sort();
+    paths
+}

@@ -1,0 +1,48 @@
+//! The same protocol on a real directory: put-if-absent is a hard link there.
+
+use logbook::{ErrorKind, RunInfo, Warehouse};
+
+use crate::common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_table_replaces_and_races_like_any_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = Warehouse::new(
+        logbook::StorageLocation::parse(dir.path().to_str().unwrap()).unwrap(),
+        options(),
+    );
+    let schema = logbook::TableSchema::parse_spec("orders", SPEC, "date").unwrap();
+    let t = wh.create_table("orders", schema).await.unwrap();
+    let d = date("2026-03-15");
+    replace(&t, d, 0..10, "one", "r1").await;
+    replace(&t, d, 0..4, "two", "r2").await;
+    assert!(dir
+        .path()
+        .join("orders/_logbook/log/00000000000000000002.json")
+        .is_file());
+    let staged: Vec<_> = std::fs::read_dir(dir.path().join("orders/data/date=2026-03-15"))
+        .unwrap()
+        .collect();
+    assert_eq!(staged.len(), 2, "one staged directory per run");
+
+    let reopened = wh.table("orders").await.unwrap();
+    assert_eq!(rows(&reopened.latest().await.unwrap(), d).await.len(), 4);
+
+    let mut a = t.replace_partition(d, RunInfo::new("a")).await.unwrap();
+    let mut b = reopened
+        .replace_partition(d, RunInfo::new("b"))
+        .await
+        .unwrap();
+    a.write(&batch(d, 0..1, "a")).await.unwrap();
+    b.write(&batch(d, 0..2, "b")).await.unwrap();
+    let (ra, rb) = tokio::join!(a.commit(), b.commit());
+    let kinds = [
+        ra.as_ref().err().map(|e| e.kind()),
+        rb.as_ref().err().map(|e| e.kind()),
+    ];
+    assert!(
+        kinds.contains(&None) && kinds.contains(&Some(ErrorKind::Conflict)),
+        "{ra:?} {rb:?}"
+    );
+    assert_eq!(t.latest_version().await.unwrap(), 3);
+}

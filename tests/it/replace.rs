@@ -1,0 +1,125 @@
+use logbook::{ErrorKind, RunInfo};
+
+use crate::common::*;
+
+#[tokio::test]
+async fn replacing_a_date_twice_keeps_only_the_second_run() {
+    let t = memory_table("orders").await;
+    let d = date("2026-03-15");
+    let other = date("2026-03-16");
+    replace(&t, other, 0..5, "other", "r0").await;
+    let v1 = replace(&t, d, 0..100, "first", "r1").await;
+    let v2 = replace(&t, d, 50..80, "second", "r2").await;
+    assert_eq!((v1, v2), (2, 3));
+
+    let snap = t.latest().await.unwrap();
+    let parts = snap.partitions().await.unwrap();
+    assert_eq!(parts.len(), 2, "one partition per date");
+    let p = snap.partition(d).await.unwrap().unwrap();
+    assert_eq!((p.rows, p.version), (30, 3));
+    assert_eq!(p.run.unwrap().run_id, "r2");
+    let got = rows(&snap, d).await;
+    assert_eq!(got.len(), 30);
+    assert!(
+        got.iter().all(|(_, n)| n.starts_with("second-")),
+        "first run's rows leaked"
+    );
+    assert_eq!(
+        rows(&snap, other).await.len(),
+        5,
+        "the other date was touched"
+    );
+}
+
+#[tokio::test]
+async fn an_empty_write_commits_an_empty_partition() {
+    let t = memory_table("orders").await;
+    let d = date("2026-03-15");
+    replace(&t, d, 0..10, "x", "r1").await;
+    let w = t.replace_partition(d, RunInfo::new("r2")).await.unwrap();
+    w.commit().await.unwrap();
+    let snap = t.latest().await.unwrap();
+    let p = snap
+        .partition(d)
+        .await
+        .unwrap()
+        .expect("an empty partition is still a partition");
+    assert_eq!((p.rows, p.files.len()), (0, 0));
+    assert!(rows(&snap, d).await.is_empty());
+    assert!(snap.partition(date("2026-03-14")).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn resubmitting_a_committed_run_id_returns_the_existing_version() {
+    let t = memory_table("orders").await;
+    let d = date("2026-03-15");
+    let v = replace(&t, d, 0..10, "x", "run-7").await;
+    let mut w = t.replace_partition(d, RunInfo::new("run-7")).await.unwrap();
+    w.write(&batch(d, 0..10, "again")).await.unwrap();
+    let staged = w.staging_dir().to_string();
+    let info = w.commit().await.unwrap();
+    assert!(info.already_committed);
+    assert_eq!(info.version, v);
+    assert_eq!(
+        t.latest_version().await.unwrap(),
+        v,
+        "a second commit was made"
+    );
+    let files = data_files(&t).await;
+    assert!(
+        !files.iter().any(|f| f.starts_with(&staged)),
+        "duplicate's staged files kept: {files:?}"
+    );
+    assert!(rows(&t.latest().await.unwrap(), d)
+        .await
+        .iter()
+        .all(|(_, n)| n.starts_with("x-")));
+}
+
+#[tokio::test]
+async fn files_roll_at_the_row_limit_and_rows_keep_their_order() {
+    let t = memory_table_with("orders", options().with_max_rows_per_file(300)).await;
+    let d = date("2026-03-15");
+    let mut w = t.replace_partition(d, RunInfo::new("r")).await.unwrap();
+    for start in (0..1000).step_by(250) {
+        w.write(&batch(d, start..start + 250, "x")).await.unwrap();
+    }
+    w.commit().await.unwrap();
+    let snap = t.latest().await.unwrap();
+    let p = snap.partition(d).await.unwrap().unwrap();
+    assert_eq!(p.files.len(), 4);
+    assert_eq!(
+        p.files.iter().map(|f| f.rows).collect::<Vec<_>>(),
+        vec![300, 300, 300, 100]
+    );
+    let ids: Vec<i64> = snap
+        .read_partition(d)
+        .await
+        .unwrap()
+        .iter()
+        .flat_map(|b| {
+            b.column(1)
+                .as_any()
+                .downcast_ref::<arrow_array::Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    assert_eq!(ids, (0..1000).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn opening_a_missing_table_or_creating_one_twice_is_a_clear_error() {
+    let wh = logbook::Warehouse::open("memory://").unwrap();
+    let e = wh.table("nope").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert!(e.to_string().contains("nope"), "{e}");
+    let schema = logbook::TableSchema::parse_spec("t", SPEC, "date").unwrap();
+    wh.create_table("t", schema.clone()).await.unwrap();
+    let e = wh.create_table("t", schema).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists);
+    assert_eq!(wh.list_tables().await.unwrap(), vec!["t"]);
+    let e = wh.table("../etc").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+}

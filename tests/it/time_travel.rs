@@ -1,0 +1,84 @@
+use std::sync::Arc;
+
+use logbook::clock::ManualClock;
+use logbook::{ErrorKind, Operation};
+
+use crate::common::*;
+
+#[tokio::test]
+async fn each_version_shows_what_was_committed_at_it() {
+    let clock = Arc::new(ManualClock::new(10_000));
+    let t = memory_table_with("orders", options().with_clock(clock.clone())).await;
+    let d = date("2026-03-15");
+    let e = date("2026-04-02");
+    let mut expected = Vec::new();
+    for (i, (day, n)) in [(d, 3), (e, 4), (d, 5), (e, 0), (d, 7)]
+        .into_iter()
+        .enumerate()
+    {
+        clock.advance(1_000);
+        let v = replace(&t, day, 0..n, &format!("v{i}"), &format!("r{i}")).await;
+        let snap = t.latest().await.unwrap();
+        expected.push((v, rows(&snap, d).await, rows(&snap, e).await, clock.now()));
+    }
+    for (v, rd, re, _) in &expected {
+        let snap = t.at_version(*v).await.unwrap();
+        assert_eq!(snap.version(), *v);
+        assert_eq!(&rows(&snap, d).await, rd, "version {v}, {d}");
+        assert_eq!(&rows(&snap, e).await, re, "version {v}, {e}");
+    }
+    // Version 1 had only `d`; the first version with `e` is 2.
+    assert!(t
+        .at_version(1)
+        .await
+        .unwrap()
+        .partition(e)
+        .await
+        .unwrap()
+        .is_none());
+
+    // By in-commit time: just after version 3 was committed shows version 3.
+    let (v3, _, _, ts3) = &expected[2];
+    assert_eq!(t.as_of_timestamp(ts3 + 500).await.unwrap().version(), *v3);
+    assert_eq!(t.as_of_timestamp(*ts3).await.unwrap().version(), *v3);
+    assert_eq!(t.as_of_timestamp(ts3 - 1).await.unwrap().version(), v3 - 1);
+    let err = t.as_of_timestamp(0).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    let err = t.at_version(99).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert!(err.to_string().contains("99"), "{err}");
+
+    let history = t.history().await.unwrap();
+    assert_eq!(history.len(), 6);
+    assert_eq!(history[0].operation, Operation::CreateTable);
+    assert_eq!(history[3].dates, vec![d]);
+    assert_eq!(history[3].rows_added, 5);
+    assert_eq!(history[3].files_removed, 1);
+    assert!(history
+        .windows(2)
+        .all(|w| w[0].timestamp_ms < w[1].timestamp_ms));
+}
+
+#[tokio::test]
+async fn in_commit_time_is_monotone_even_if_the_clock_goes_back() {
+    let clock = Arc::new(ManualClock::new(50_000));
+    let t = memory_table_with("orders", options().with_clock(clock.clone())).await;
+    clock.set(1_000);
+    replace(&t, date("2026-01-01"), 0..1, "a", "r1").await;
+    replace(&t, date("2026-01-02"), 0..1, "a", "r2").await;
+    let h = t.history().await.unwrap();
+    assert_eq!(
+        h.iter().map(|e| e.timestamp_ms).collect::<Vec<_>>(),
+        vec![50_000, 50_001, 50_002]
+    );
+}
+
+trait Now {
+    fn now(&self) -> i64;
+}
+impl Now for ManualClock {
+    fn now(&self) -> i64 {
+        use logbook::clock::Clock;
+        self.now_millis()
+    }
+}
