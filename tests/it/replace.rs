@@ -123,3 +123,21 @@ async fn opening_a_missing_table_or_creating_one_twice_is_a_clear_error() {
     let e = wh.table("../etc").await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
 }
+
+#[tokio::test]
+async fn a_late_retry_of_a_superseded_run_does_not_overwrite_the_newer_run() {
+    let t = memory_table("orders").await;
+    let d = date("2026-03-15");
+    let v1 = replace(&t, d, 0..10, "old", "run-1").await;
+    replace(&t, d, 0..4, "new", "run-2").await;
+    // run-1's orchestrator retries after a timeout, not knowing it landed.
+    let mut w = t.replace_partition(d, RunInfo::new("run-1")).await.unwrap();
+    w.write(&batch(d, 0..10, "old")).await.unwrap();
+    let info = w.commit().await.unwrap();
+    assert_eq!((info.version, info.already_committed), (v1, true));
+    let got = rows(&t.latest().await.unwrap(), d).await;
+    assert!(
+        got.len() == 4 && got.iter().all(|(_, n)| n.starts_with("new-")),
+        "{got:?}"
+    );
+}

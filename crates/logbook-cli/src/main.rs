@@ -1,1 +1,86 @@
-fn main() {}
+//! `logbook`: create tables, replace partitions, read the log.
+
+mod commands;
+mod input;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// logbook: a table format over Parquet where re-running yesterday's job is
+/// as safe as running today's.
+#[derive(Debug, Parser)]
+#[command(name = "logbook", version, about)]
+struct Cli {
+    /// Warehouse holding the tables: a local directory, file://, memory://, s3://, gs:// or az://.
+    #[arg(
+        long,
+        global = true,
+        env = "LOGBOOK_WAREHOUSE",
+        default_value = "./warehouse"
+    )]
+    warehouse: String,
+
+    /// Log more (warnings are always shown).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create a table.
+    Create(commands::create::Args),
+    /// Replace one date's partition with the rows of CSV or Parquet files.
+    Write(commands::write::Args),
+    /// Show the commits of a table.
+    Log(commands::log::Args),
+    /// Show a table's partitions at the latest or a given version.
+    Partitions(commands::partitions::Args),
+    /// List the tables of the warehouse.
+    Tables,
+    /// Create a demo table from the bundled fixtures and re-run one date.
+    Demo,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = match cli.verbose {
+        0 => tracing::Level::WARN,
+        1 => tracing::Level::INFO,
+        _ => tracing::Level::DEBUG,
+    };
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), commands::CliError> {
+    let warehouse = logbook_core::Warehouse::open(&cli.warehouse)?;
+    match cli.command {
+        Command::Create(args) => commands::create::run(&warehouse, args).await,
+        Command::Write(args) => commands::write::run(&warehouse, args).await,
+        Command::Log(args) => commands::log::run(&warehouse, args).await,
+        Command::Partitions(args) => commands::partitions::run(&warehouse, args).await,
+        Command::Tables => commands::tables(&warehouse).await,
+        Command::Demo => commands::demo::run(&warehouse).await,
+    }
+}

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::format::{
     layout, month_key, DataFile, LogEntry, MonthManifest, MonthRef, Operation, PartitionEntry,
-    RootManifest, RunInfo, FORMAT_VERSION,
+    RootManifest, RunInfo, RunRef, FORMAT_VERSION,
 };
 use crate::log::PutOutcome;
 use crate::snapshot::Snapshot;
@@ -170,8 +170,9 @@ fn check_conflict(
     }))
 }
 
-/// If every date we write is already held by a commit of our run id, the
-/// version of that commit.
+/// If our run id already wrote every date we write (now or in an earlier,
+/// since-superseded version), the version it wrote at: a late retry of a run
+/// must never overwrite what came after it.
 async fn already_committed_by_run(
     head: &Snapshot,
     pending: &PendingCommit,
@@ -182,11 +183,13 @@ async fn already_committed_by_run(
     }
     let mut version = None;
     for date in dates {
-        match head.partition(*date).await? {
-            Some(p) if p.run.as_ref().map(|r| &r.run_id) == Some(&pending.run.run_id) => {
-                version = version.max(Some(p.version));
-            }
-            _ => return Ok(None),
+        match head
+            .partition(*date)
+            .await?
+            .and_then(|p| p.version_written_by(&pending.run.run_id))
+        {
+            Some(v) => version = version.max(Some(v)),
+            None => return Ok(None),
         }
     }
     Ok(version)
@@ -221,7 +224,19 @@ async fn write_manifests(
             None => BTreeMap::new(),
         };
         for c in changes {
-            let old = partitions.insert(
+            let old = partitions.remove(&c.date);
+            let mut earlier_runs = Vec::new();
+            if let Some(old) = old {
+                files_removed += old.files.len() as u64;
+                earlier_runs = old.earlier_runs;
+                if let Some(run) = old.run {
+                    earlier_runs.push(RunRef {
+                        run_id: run.run_id,
+                        version: old.version,
+                    });
+                }
+            }
+            partitions.insert(
                 c.date,
                 PartitionEntry {
                     date: c.date,
@@ -230,9 +245,9 @@ async fn write_manifests(
                     rows: c.rows,
                     files: c.files.clone(),
                     run: Some(pending.run.clone()),
+                    earlier_runs,
                 },
             );
-            files_removed += old.map_or(0, |p| p.files.len() as u64);
         }
         let manifest = MonthManifest {
             month: month.clone(),

@@ -128,6 +128,32 @@ pub struct PartitionEntry {
     pub files: Vec<DataFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunInfo>,
+    /// Earlier runs that wrote this date, oldest first, so that a late retry
+    /// of a superseded run is recognised and never overwrites a newer one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_runs: Vec<RunRef>,
+}
+
+/// A run that once wrote a partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRef {
+    pub run_id: String,
+    pub version: u64,
+}
+
+impl PartitionEntry {
+    /// The version at which `run_id` wrote this partition, if it ever did.
+    pub fn version_written_by(&self, run_id: &str) -> Option<u64> {
+        match &self.run {
+            Some(r) if r.run_id == run_id => Some(self.version),
+            _ => self
+                .earlier_runs
+                .iter()
+                .rev()
+                .find(|r| r.run_id == run_id)
+                .map(|r| r.version),
+        }
+    }
 }
 
 /// One Parquet data file.

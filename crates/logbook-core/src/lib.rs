@@ -27,7 +27,7 @@ pub mod writer;
 
 pub use commit::CommitInfo;
 pub use error::{Error, ErrorKind, Result};
-pub use format::{DataFile, LogEntry, Operation, PartitionEntry, RunInfo};
+pub use format::{DataFile, LogEntry, Operation, PartitionEntry, RunInfo, RunRef};
 pub use options::TableOptions;
 pub use schema::{ColumnType, TableSchema};
 pub use snapshot::Snapshot;

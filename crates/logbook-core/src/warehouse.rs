@@ -41,6 +41,16 @@ impl Warehouse {
         Self { location, options }
     }
 
+    /// The same warehouse, with tables opened using `options`.
+    pub fn with_options(&self, options: TableOptions) -> Self {
+        Self::new(self.location.clone(), options)
+    }
+
+    /// The options tables are opened with.
+    pub fn options(&self) -> &TableOptions {
+        &self.options
+    }
+
     /// Where the warehouse lives.
     pub fn location(&self) -> &StorageLocation {
         &self.location

@@ -80,6 +80,11 @@ impl PartitionWriter {
         self.date
     }
 
+    /// The table's schema rows must match.
+    pub fn schema(&self) -> &crate::schema::TableSchema {
+        self.base.schema()
+    }
+
     /// The version this write started from.
     pub fn base_version(&self) -> u64 {
         self.base.version()

@@ -1,0 +1,25 @@
+//! One module per subcommand.
+
+pub mod create;
+pub mod demo;
+pub mod log;
+pub mod partitions;
+pub mod write;
+
+use logbook_core::Warehouse;
+
+/// Errors the CLI reports: one sentence naming the table, date, file or field.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Logbook(#[from] logbook_core::Error),
+    #[error("{0}")]
+    Input(String),
+}
+
+pub async fn tables(warehouse: &Warehouse) -> Result<(), CliError> {
+    for name in warehouse.list_tables().await? {
+        println!("{name}");
+    }
+    Ok(())
+}

@@ -1,0 +1,89 @@
+use std::path::PathBuf;
+
+use chrono::NaiveDate;
+use logbook_core::{PartitionWriter, RunInfo, Warehouse};
+
+use super::CliError;
+use crate::input;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Table name.
+    table: String,
+    /// The logical date whose partition this run replaces (YYYY-MM-DD).
+    #[arg(long)]
+    date: NaiveDate,
+    /// Input files: `.csv` (with a header row) or `.parquet`.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Run id; re-submitting a run id that already committed this date does nothing.
+    #[arg(long)]
+    run_id: Option<String>,
+    /// Job name recorded with the commit.
+    #[arg(long)]
+    job: Option<String>,
+    /// Code version recorded with the commit.
+    #[arg(long)]
+    code_version: Option<String>,
+    /// Roll data files after this many rows.
+    #[arg(long)]
+    max_rows_per_file: Option<usize>,
+}
+
+pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
+    let warehouse = match args.max_rows_per_file {
+        Some(n) => warehouse.with_options(warehouse.options().clone().with_max_rows_per_file(n)),
+        None => warehouse.clone(),
+    };
+    let table = warehouse.table(&args.table).await?;
+    let run = RunInfo {
+        run_id: args
+            .run_id
+            .clone()
+            .unwrap_or_else(|| default_run_id(&args.date)),
+        job: args.job.clone(),
+        code_version: args.code_version.clone(),
+        logical_date: Some(args.date),
+    };
+    let mut writer = table.replace_partition(args.date, run.clone()).await?;
+    if let Err(e) = fill(&mut writer, &args.files, table.name()).await {
+        writer.abort().await?;
+        return Err(e);
+    }
+    let info = writer.commit().await?;
+    if info.already_committed {
+        eprintln!(
+            "run {} already committed table {}, partition {} as version {}; nothing new was committed",
+            run.run_id,
+            table.name(),
+            args.date,
+            info.version
+        );
+    }
+    println!("{}", info.version);
+    Ok(())
+}
+
+/// Stream every file's rows into the writer.
+async fn fill(
+    writer: &mut PartitionWriter,
+    files: &[PathBuf],
+    table: &str,
+) -> Result<(), CliError> {
+    let schema = writer.schema().clone();
+    for file in files {
+        for batch in input::open(file, &schema, table)? {
+            writer
+                .write(&batch?)
+                .await
+                .map_err(|e| CliError::Input(format!("{}: {e}", file.display())))?;
+        }
+    }
+    Ok(())
+}
+
+/// A fresh run id: the date plus a unique suffix.
+fn default_run_id(date: &NaiveDate) -> String {
+    use logbook_core::clock::{IdGenerator, UuidV7};
+    format!("{date}-{}", UuidV7.next_id().simple())
+}
