@@ -17,10 +17,15 @@ fn commit_latency(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let small = batches(day(0), 10);
     let mut group = c.benchmark_group("commit");
-    group.measurement_time(Duration::from_secs(5)).sample_size(30);
+    group
+        .measurement_time(Duration::from_secs(5))
+        .sample_size(30);
     // (label, commits of history, distinct partitions)
     for (history, partitions) in [(10u64, 10u64), (1_000, 10), (10_000, 10), (3_650, 3_650)] {
-        let loc = StorageLocation::parse("memory://bench").unwrap().child("bench").unwrap();
+        let loc = StorageLocation::parse("memory://bench")
+            .unwrap()
+            .child("bench")
+            .unwrap();
         let table = rt.block_on(async {
             let t = create(loc.clone(), TableOptions::default()).await;
             for i in 0..history {
@@ -39,7 +44,9 @@ fn commit_latency(c: &mut Criterion) {
         });
         group.bench_function(BenchmarkId::new("open_latest", &label), |b| {
             b.to_async(&rt).iter(|| async {
-                let t = Table::open(loc.clone(), "bench", TableOptions::default()).await.unwrap();
+                let t = Table::open(loc.clone(), "bench", TableOptions::default())
+                    .await
+                    .unwrap();
                 let s = t.latest().await.unwrap();
                 s.partition(day(0)).await.unwrap().unwrap().rows
             })

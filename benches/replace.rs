@@ -27,7 +27,9 @@ fn replace_vs_raw(c: &mut Criterion) {
     let bytes: usize = data.iter().map(|b| b.get_array_memory_size()).sum();
 
     let mut group = c.benchmark_group("replace_200k");
-    group.measurement_time(Duration::from_secs(10)).sample_size(20);
+    group
+        .measurement_time(Duration::from_secs(10))
+        .sample_size(20);
     group.throughput(Throughput::Bytes(bytes as u64));
 
     let props = || {
@@ -51,7 +53,10 @@ fn replace_vs_raw(c: &mut Criterion) {
     group.bench_function("raw_arrow_writer", |b| b.iter(|| raw(false)));
     group.bench_function("raw_arrow_writer_fsync", |b| b.iter(|| raw(true)));
 
-    let loc = StorageLocation::local(&dir.path().join("wh")).unwrap().child("bench").unwrap();
+    let loc = StorageLocation::local(&dir.path().join("wh"))
+        .unwrap()
+        .child("bench")
+        .unwrap();
     let table = rt.block_on(create(loc, TableOptions::default()));
     let run = AtomicU64::new(0);
     group.bench_function("logbook_replace_partition", |b| {

@@ -1,6 +1,8 @@
 //! logbook: a table format over Parquet, built so that re-running
 //! yesterday's job is as safe as running today's.
 //!
-//! This facade re-exports the public API of the workspace crates.
+//! This facade re-exports the public API of the workspace crates. The
+//! README follows; its Rust example is compiled as a doctest.
+#![doc = include_str!("../README.md")]
 
 pub use logbook_core::*;

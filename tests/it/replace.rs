@@ -141,3 +141,25 @@ async fn a_late_retry_of_a_superseded_run_does_not_overwrite_the_newer_run() {
         "{got:?}"
     );
 }
+
+#[tokio::test]
+async fn a_date_remembers_a_bounded_window_of_superseded_runs() {
+    let t = memory_table("orders").await;
+    let d = date("2026-03-15");
+    for i in 0..(logbook::format::RUN_RETRY_WINDOW + 5) {
+        replace(&t, d, 0..1, "x", &format!("run-{i}")).await;
+    }
+    let p = t
+        .latest()
+        .await
+        .unwrap()
+        .partition(d)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(p.earlier_runs.len(), logbook::format::RUN_RETRY_WINDOW);
+    // 21 runs: the current one, and the 16 before it (run-4..run-19).
+    assert_eq!(p.version_written_by("run-20"), Some(21));
+    assert_eq!(p.version_written_by("run-4"), Some(5));
+    assert_eq!(p.version_written_by("run-3"), None, "older than the window");
+}

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::format::{
     layout, month_key, DataFile, LogEntry, MonthManifest, MonthRef, Operation, PartitionEntry,
-    RootManifest, RunInfo, RunRef, FORMAT_VERSION,
+    RootManifest, RunInfo, RunRef, FORMAT_VERSION, RUN_RETRY_WINDOW,
 };
 use crate::log::PutOutcome;
 use crate::snapshot::Snapshot;
@@ -235,6 +235,8 @@ async fn write_manifests(
                         version: old.version,
                     });
                 }
+                let excess = earlier_runs.len().saturating_sub(RUN_RETRY_WINDOW);
+                earlier_runs.drain(..excess);
             }
             partitions.insert(
                 c.date,

@@ -128,11 +128,16 @@ pub struct PartitionEntry {
     pub files: Vec<DataFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunInfo>,
-    /// Earlier runs that wrote this date, oldest first, so that a late retry
-    /// of a superseded run is recognised and never overwrites a newer one.
+    /// The last [`RUN_RETRY_WINDOW`] earlier runs that wrote this date, oldest
+    /// first, so that a late retry of a superseded run is recognised and never
+    /// overwrites a newer one. Bounded, like Delta's transaction-id retention,
+    /// so that a date rewritten many times does not make commits grow.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub earlier_runs: Vec<RunRef>,
 }
+
+/// How many superseded runs of a date are remembered for idempotency.
+pub const RUN_RETRY_WINDOW: usize = 16;
 
 /// A run that once wrote a partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
