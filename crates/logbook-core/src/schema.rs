@@ -115,86 +115,131 @@ pub struct Column {
     pub nullable: bool,
 }
 
-/// A table's schema: its columns and the date column it is partitioned by.
+/// Validity start column of a dimension (inclusive, business date).
+pub const VALID_FROM: &str = "valid_from";
+/// Validity end column of a dimension (exclusive; null while still valid).
+pub const VALID_TO: &str = "valid_to";
+
+/// What kind of table a schema describes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum TableKind {
+    /// Facts partitioned by a date column: one partition per logical date.
+    Partitioned { partition_column: String },
+    /// A slowly changing dimension (SCD type 2): rows keyed by `keys`, each
+    /// valid over `[valid_from, valid_to)` in business time.
+    Scd2 { keys: Vec<String> },
+}
+
+/// A table's schema: its columns and its kind.
 ///
 /// ```
 /// use logbook_core::schema::TableSchema;
 /// let s = TableSchema::parse_spec("t", "date:date,customer:string,amount:float64", "date").unwrap();
 /// assert_eq!(s.columns.len(), 3);
 /// assert!(!s.columns[0].nullable); // the partition column is never null
+/// let d = TableSchema::parse_dimension_spec("customers", "customer:string,region:string", &["customer"]).unwrap();
+/// assert_eq!(d.spec(), "customer:string,region:string,valid_from:date,valid_to:date");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableSchema {
     pub columns: Vec<Column>,
-    pub partition_column: String,
+    #[serde(flatten)]
+    pub kind: TableKind,
 }
 
 impl TableSchema {
-    /// Build a schema from `(name, type)` pairs; ids are assigned 1, 2, ...
+    /// A partitioned (fact) table from `(name, type)` pairs; ids are 1, 2, ...
     pub fn new(
         table: &str,
         columns: impl IntoIterator<Item = (String, ColumnType)>,
         partition_column: &str,
     ) -> Result<Self> {
+        let kind = TableKind::Partitioned {
+            partition_column: partition_column.to_string(),
+        };
+        Self::build(table, columns.into_iter().collect(), kind)
+    }
+
+    /// A dimension (SCD2) table keyed by `keys`; logbook appends the
+    /// `valid_from` and `valid_to` columns.
+    pub fn dimension(
+        table: &str,
+        columns: impl IntoIterator<Item = (String, ColumnType)>,
+        keys: &[&str],
+    ) -> Result<Self> {
+        let mut columns: Vec<(String, ColumnType)> = columns.into_iter().collect();
+        for (name, _) in &columns {
+            if name == VALID_FROM || name == VALID_TO {
+                return Err(Error::InvalidSchema {
+                    table: table.to_string(),
+                    reason: format!(
+                        "column {name:?} is managed by logbook for dimensions; leave it out"
+                    ),
+                });
+            }
+        }
+        columns.push((VALID_FROM.to_string(), ColumnType::Date));
+        columns.push((VALID_TO.to_string(), ColumnType::Date));
+        let kind = TableKind::Scd2 {
+            keys: keys.iter().map(|k| k.to_string()).collect(),
+        };
+        Self::build(table, columns, kind)
+    }
+
+    fn build(table: &str, columns: Vec<(String, ColumnType)>, kind: TableKind) -> Result<Self> {
+        let required: Vec<&str> = match &kind {
+            TableKind::Partitioned { partition_column } => vec![partition_column.as_str()],
+            TableKind::Scd2 { keys } => keys
+                .iter()
+                .map(String::as_str)
+                .chain([VALID_FROM])
+                .collect(),
+        };
         let columns = columns
             .into_iter()
             .enumerate()
             .map(|(i, (name, ty))| Column {
                 id: i as u32 + 1,
-                nullable: name != partition_column,
+                nullable: !required.contains(&name.as_str()),
                 name,
                 ty,
             })
             .collect();
-        let schema = Self {
-            columns,
-            partition_column: partition_column.to_string(),
-        };
+        let schema = Self { columns, kind };
         schema.validate(table)?;
         Ok(schema)
     }
 
-    /// Parse `name:type,name:type,...`.
-    pub fn parse_spec(table: &str, spec: &str, partition_column: &str) -> Result<Self> {
-        let invalid = |reason: String| Error::InvalidSchema {
-            table: table.to_string(),
-            reason,
-        };
-        let mut cols = Vec::new();
-        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (name, ty) = part
-                .split_once(':')
-                .ok_or_else(|| invalid(format!("column {part:?} has no type; write name:type")))?;
-            let ty = ColumnType::parse(ty).ok_or_else(|| {
-                invalid(format!(
-                    "column {name:?} has unknown type {ty:?}; known types: {}",
-                    ColumnType::ALL.map(|(n, _)| n).join(", ")
-                ))
-            })?;
-            cols.push((name.trim().to_string(), ty));
+    /// The date column a partitioned table is partitioned by.
+    pub fn partition_column(&self) -> Option<&str> {
+        match &self.kind {
+            TableKind::Partitioned { partition_column } => Some(partition_column),
+            TableKind::Scd2 { .. } => None,
         }
-        Self::new(table, cols, partition_column)
     }
 
-    /// Copy the columns of an Arrow schema.
+    /// The business key columns of a dimension.
+    pub fn keys(&self) -> Option<&[String]> {
+        match &self.kind {
+            TableKind::Scd2 { keys } => Some(keys),
+            TableKind::Partitioned { .. } => None,
+        }
+    }
+
+    /// Parse a dimension's `name:type,...` (without validity columns).
+    pub fn parse_dimension_spec(table: &str, spec: &str, keys: &[&str]) -> Result<Self> {
+        Self::dimension(table, parse_columns(table, spec)?, keys)
+    }
+
+    /// Parse `name:type,name:type,...`.
+    pub fn parse_spec(table: &str, spec: &str, partition_column: &str) -> Result<Self> {
+        Self::new(table, parse_columns(table, spec)?, partition_column)
+    }
+
+    /// Copy the columns of an Arrow schema into a partitioned table's schema.
     pub fn from_arrow(table: &str, schema: &Schema, partition_column: &str) -> Result<Self> {
-        let cols = schema
-            .fields()
-            .iter()
-            .map(|f| {
-                ColumnType::from_arrow(f.data_type())
-                    .map(|t| (f.name().clone(), t))
-                    .ok_or_else(|| Error::InvalidSchema {
-                        table: table.to_string(),
-                        reason: format!(
-                            "column {:?} has type {} which logbook does not store",
-                            f.name(),
-                            f.data_type()
-                        ),
-                    })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Self::new(table, cols, partition_column)
+        Self::new(table, columns_from_arrow(table, schema)?, partition_column)
     }
 
     fn validate(&self, table: &str) -> Result<()> {
@@ -214,21 +259,30 @@ impl TableSchema {
                 return invalid(format!("column {:?} appears twice", c.name));
             }
         }
-        match self.column(&self.partition_column) {
-            None => invalid(format!(
-                "partition column {:?} is not one of the columns",
-                self.partition_column
-            )),
-            Some(c) if c.ty != ColumnType::Date => invalid(format!(
-                "partition column {:?} must have type date, not {}",
-                c.name,
-                c.ty.name()
-            )),
-            Some(c) if c.nullable => invalid(format!(
-                "partition column {:?} must not be nullable",
-                c.name
-            )),
-            Some(_) => Ok(()),
+        match &self.kind {
+            TableKind::Partitioned { partition_column } => match self.column(partition_column) {
+                None => invalid(format!(
+                    "partition column {partition_column:?} is not one of the columns"
+                )),
+                Some(c) if c.ty != ColumnType::Date => invalid(format!(
+                    "partition column {:?} must have type date, not {}",
+                    c.name,
+                    c.ty.name()
+                )),
+                Some(_) => Ok(()),
+            },
+            TableKind::Scd2 { keys } => {
+                if keys.is_empty() {
+                    return invalid("a dimension needs at least one key column".into());
+                }
+                match keys.iter().find(|k| self.column(k).is_none()) {
+                    Some(k) => invalid(format!("key column {k:?} is not one of the columns")),
+                    None if self.columns.len() == keys.len() + 2 => {
+                        invalid("a dimension needs at least one column besides its keys".into())
+                    }
+                    None => Ok(()),
+                }
+            }
         }
     }
 
@@ -237,12 +291,9 @@ impl TableSchema {
         self.columns.iter().find(|c| c.name == name)
     }
 
-    /// Index of the partition column.
-    pub fn partition_index(&self) -> usize {
-        self.columns
-            .iter()
-            .position(|c| c.name == self.partition_column)
-            .expect("validated: the partition column exists")
+    /// Index of the column `name`.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
     }
 
     /// The Arrow schema of data in this table, with field ids in the metadata.
@@ -270,6 +321,48 @@ impl TableSchema {
     }
 }
 
+/// Parse `name:type,...` into columns.
+pub fn parse_columns(table: &str, spec: &str) -> Result<Vec<(String, ColumnType)>> {
+    let invalid = |reason: String| Error::InvalidSchema {
+        table: table.to_string(),
+        reason,
+    };
+    let mut cols = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, ty) = part
+            .split_once(':')
+            .ok_or_else(|| invalid(format!("column {part:?} has no type; write name:type")))?;
+        let ty = ColumnType::parse(ty).ok_or_else(|| {
+            invalid(format!(
+                "column {name:?} has unknown type {ty:?}; known types: {}",
+                ColumnType::ALL.map(|(n, _)| n).join(", ")
+            ))
+        })?;
+        cols.push((name.trim().to_string(), ty));
+    }
+    Ok(cols)
+}
+
+/// The `(name, type)` columns of an Arrow schema, if logbook can store them all.
+pub fn columns_from_arrow(table: &str, schema: &Schema) -> Result<Vec<(String, ColumnType)>> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| {
+            ColumnType::from_arrow(f.data_type())
+                .map(|t| (f.name().clone(), t))
+                .ok_or_else(|| Error::InvalidSchema {
+                    table: table.to_string(),
+                    reason: format!(
+                        "column {:?} has type {} which logbook does not store",
+                        f.name(),
+                        f.data_type()
+                    ),
+                })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,6 +378,24 @@ mod tests {
         let e = TableSchema::parse_spec("t", "d:date", "day").unwrap_err();
         assert!(e.to_string().contains("\"day\""), "{e}");
         assert!(TableSchema::parse_spec("t", "d:date,d:int32", "d").is_err());
+    }
+
+    #[test]
+    fn dimensions_get_validity_columns_and_reject_bad_keys() {
+        let d = TableSchema::parse_dimension_spec("c", "id:int64,region:string", &["id"]).unwrap();
+        assert_eq!(d.keys().unwrap(), ["id".to_string()]);
+        assert!(!d.column("id").unwrap().nullable);
+        assert!(!d.column(VALID_FROM).unwrap().nullable);
+        assert!(d.column(VALID_TO).unwrap().nullable);
+        assert!(d.partition_column().is_none());
+        let e = TableSchema::parse_dimension_spec("c", "id:int64,region:string", &["nope"])
+            .unwrap_err();
+        assert!(e.to_string().contains("\"nope\""), "{e}");
+        let e =
+            TableSchema::parse_dimension_spec("c", "id:int64,valid_to:date", &["id"]).unwrap_err();
+        assert!(e.to_string().contains("managed by logbook"), "{e}");
+        let json = serde_json::to_string(&d).unwrap();
+        assert_eq!(serde_json::from_str::<TableSchema>(&json).unwrap(), d);
     }
 
     #[test]

@@ -209,7 +209,7 @@ impl Table {
     ) -> Result<PartitionWriter> {
         validate_run_id(&run.run_id)?;
         let base = self.latest().await?;
-        Ok(PartitionWriter::new(self.inner.clone(), base, date, run))
+        PartitionWriter::new(self.inner.clone(), base, date, run)
     }
 }
 

@@ -35,6 +35,7 @@ pub struct PartitionWriter {
     date: NaiveDate,
     run: RunInfo,
     schema: SchemaRef,
+    partition_column: String,
     staging: String,
     open: Option<OpenFile>,
     files: Vec<DataFile>,
@@ -54,25 +55,28 @@ impl PartitionWriter {
         base: Snapshot,
         date: NaiveDate,
         run: RunInfo,
-    ) -> Self {
+    ) -> Result<Self> {
         let schema = base.arrow_schema();
-        let staging = layout::staging_dir(
-            &base.schema().partition_column,
-            date,
-            table.options.ids.next_id(),
-        );
-        Self {
+        let Some(partition_column) = base.schema().partition_column().map(str::to_string) else {
+            return Err(Error::InvalidInput {
+                table: table.name.clone(),
+                reason: "is a dimension (SCD2) table; change it with apply_changes, not by replacing partitions".into(),
+            });
+        };
+        let staging = layout::staging_dir(&partition_column, date, table.options.ids.next_id());
+        Ok(Self {
             table,
             base,
             date,
             run,
             schema,
+            partition_column,
             staging,
             open: None,
             files: Vec::new(),
             rows: 0,
             failed: false,
-        }
+        })
     }
 
     /// The partition this writer replaces.
@@ -306,7 +310,7 @@ impl PartitionWriter {
                 ));
             }
             let array = batch.column(i);
-            if !col.nullable && array.null_count() > 0 && col.name != schema.partition_column {
+            if !col.nullable && array.null_count() > 0 && col.name != self.partition_column {
                 return Err(mismatch(
                     field.name(),
                     format!(
@@ -319,13 +323,16 @@ impl PartitionWriter {
         }
         columns.sort_by_key(|(id, _)| schema.columns.iter().position(|c| c.id == *id));
         let arrays: Vec<_> = columns.into_iter().map(|(_, a)| a).collect();
-        self.check_partition_values(arrays[schema.partition_index()].as_ref())?;
+        let index = schema
+            .index_of(&self.partition_column)
+            .expect("validated schema");
+        self.check_partition_values(arrays[index].as_ref())?;
         RecordBatch::try_new(self.schema.clone(), arrays)
             .map_err(|e| Error::arrow(format!("table {table}, partition {}", self.date), e))
     }
 
     fn check_partition_values(&self, array: &dyn Array) -> Result<()> {
-        let column = &self.base.schema().partition_column;
+        let column = &self.partition_column;
         if array.null_count() > 0 {
             return Err(Error::NullPartitionValue {
                 table: self.table.name.clone(),

@@ -28,7 +28,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         "created table {} ({}) partitioned by {} at {}",
         table.name(),
         schema.spec(),
-        schema.partition_column,
+        args.partition_by,
         table.location().uri()
     );
     Ok(())
