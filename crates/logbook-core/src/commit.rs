@@ -39,6 +39,22 @@ pub(crate) struct PendingCommit {
     pub changes: Vec<PartitionChange>,
 }
 
+impl PendingCommit {
+    pub fn partitions(
+        operation: Operation,
+        base_version: u64,
+        run: RunInfo,
+        changes: Vec<PartitionChange>,
+    ) -> Self {
+        Self {
+            operation,
+            base_version,
+            run,
+            changes,
+        }
+    }
+}
+
 /// What a successful commit did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitInfo {

@@ -38,10 +38,11 @@ pub enum Error {
     #[error("invalid schema for table {table}: {reason}")]
     InvalidSchema { table: String, reason: String },
 
-    #[error("table {table}, partition {date}: field {field:?} {problem}")]
+    #[error("table {table}, {what}: field {field:?} {problem}")]
     SchemaMismatch {
         table: String,
-        date: NaiveDate,
+        /// What was being written, e.g. `partition 2026-03-15`.
+        what: String,
         field: String,
         problem: String,
     },

@@ -12,6 +12,7 @@
 
 pub mod clock;
 pub mod commit;
+pub mod dates;
 pub mod error;
 pub mod format;
 pub mod log;
@@ -20,8 +21,10 @@ pub mod options;
 pub mod reader;
 pub mod schema;
 pub mod snapshot;
+mod staging;
 pub mod storage;
 pub mod table;
+mod validate;
 pub mod warehouse;
 pub mod writer;
 

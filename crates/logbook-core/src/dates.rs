@@ -1,0 +1,28 @@
+//! Conversions between `NaiveDate` and Arrow's `Date32` (days since 1970-01-01).
+
+use chrono::{Datelike, NaiveDate};
+
+const EPOCH_DAYS_CE: i32 = 719_163; // days from 0001-01-01 to 1970-01-01
+
+/// Days since the Unix epoch.
+///
+/// ```
+/// use logbook_core::dates::{from_days, to_days};
+/// let d = chrono::NaiveDate::from_ymd_opt(2026, 3, 15).unwrap();
+/// assert_eq!(from_days(to_days(d)), d);
+/// assert_eq!(to_days(chrono::NaiveDate::from_ymd_opt(1970, 1, 2).unwrap()), 1);
+/// ```
+pub fn to_days(date: NaiveDate) -> i32 {
+    date.num_days_from_ce() - EPOCH_DAYS_CE
+}
+
+/// The date `days` after the Unix epoch (saturating at chrono's range).
+pub fn from_days(days: i32) -> NaiveDate {
+    NaiveDate::from_num_days_from_ce_opt(days.saturating_add(EPOCH_DAYS_CE)).unwrap_or(
+        if days < 0 {
+            NaiveDate::MIN
+        } else {
+            NaiveDate::MAX
+        },
+    )
+}

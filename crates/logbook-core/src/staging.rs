@@ -1,0 +1,160 @@
+//! Staged data files: stream batches into Parquet files under one fresh
+//! directory, rolling at a target size. Nothing here is visible to readers
+//! until a commit lists the files.
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use object_store::buffered::BufWriter;
+use object_store::{ObjectStore, ObjectStoreExt};
+use parquet::arrow::AsyncArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+
+use crate::error::{Error, Result};
+use crate::format::DataFile;
+use crate::table::TableInner;
+
+/// Files being written under one staging directory.
+pub(crate) struct StagedFiles {
+    table: Arc<TableInner>,
+    dir: String,
+    schema: SchemaRef,
+    open: Option<OpenFile>,
+    files: Vec<DataFile>,
+}
+
+struct OpenFile {
+    relative: String,
+    writer: AsyncArrowWriter<BufWriter>,
+    rows: u64,
+}
+
+impl StagedFiles {
+    pub fn new(table: Arc<TableInner>, dir: String, schema: SchemaRef) -> Self {
+        Self {
+            table,
+            dir,
+            schema,
+            open: None,
+            files: Vec::new(),
+        }
+    }
+
+    /// The staging directory, relative to the table root.
+    pub fn dir(&self) -> &str {
+        &self.dir
+    }
+
+    /// Append `batch` (already in the table's schema), rolling files at the
+    /// table's target size and row limit.
+    pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let max_rows = self.table.options.max_rows_per_file as u64;
+        let mut offset = 0usize;
+        while offset < batch.num_rows() {
+            if self.open.is_none() {
+                self.open = Some(self.open_file()?);
+            }
+            let file = self.open.as_ref().expect("just opened");
+            let take = ((max_rows - file.rows) as usize).min(batch.num_rows() - offset);
+            self.append(batch.slice(offset, take)).await?;
+            offset += take;
+        }
+        Ok(())
+    }
+
+    async fn append(&mut self, slice: RecordBatch) -> Result<()> {
+        let opts = &self.table.options;
+        let file = self.open.as_mut().expect("caller opened a file");
+        let rel = &file.relative;
+        file.writer
+            .write(&slice)
+            .await
+            .map_err(|e| Error::parquet(rel, e))?;
+        file.rows += slice.num_rows() as u64;
+        if file.writer.in_progress_size() >= opts.row_group_bytes {
+            file.writer
+                .flush()
+                .await
+                .map_err(|e| Error::parquet(rel, e))?;
+        }
+        let full = file.writer.bytes_written() + file.writer.in_progress_size()
+            >= opts.target_file_size
+            || file.rows >= opts.max_rows_per_file as u64;
+        if full {
+            self.close_file().await?;
+        }
+        Ok(())
+    }
+
+    /// Close the open file and return every file written.
+    pub async fn finish(mut self) -> Result<Vec<DataFile>> {
+        self.close_file().await?;
+        Ok(std::mem::take(&mut self.files))
+    }
+
+    /// Delete everything written (nothing was committed).
+    pub async fn abort(mut self) {
+        if let Some(mut f) = self.open.take() {
+            // Finishing flushes the upload so that it can be deleted below.
+            let _ = f.writer.finish().await;
+            self.files.push(DataFile {
+                path: f.relative,
+                size: 0,
+                rows: 0,
+            });
+        }
+        let paths: Vec<String> = self.files.iter().map(|f| f.path.clone()).collect();
+        delete_files(&self.table, &paths).await;
+    }
+
+    fn open_file(&self) -> Result<OpenFile> {
+        let opts = &self.table.options;
+        let relative = format!("{}/part-{:05}.parquet", self.dir, self.files.len());
+        let path = self.table.location.path(&relative);
+        let sink = BufWriter::with_capacity(self.table.location.store().clone(), path, 16 << 20);
+        let props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_max_row_group_row_count(Some(opts.max_row_group_rows))
+            .set_created_by(format!("logbook {}", env!("CARGO_PKG_VERSION")))
+            .build();
+        let writer = AsyncArrowWriter::try_new(sink, self.schema.clone(), Some(props))
+            .map_err(|e| Error::parquet(&relative, e))?;
+        Ok(OpenFile {
+            relative,
+            writer,
+            rows: 0,
+        })
+    }
+
+    async fn close_file(&mut self) -> Result<()> {
+        let Some(mut f) = self.open.take() else {
+            return Ok(());
+        };
+        f.writer
+            .finish()
+            .await
+            .map_err(|e| Error::parquet(&f.relative, e))?;
+        self.files.push(DataFile {
+            size: f.writer.bytes_written() as u64,
+            path: f.relative,
+            rows: f.rows,
+        });
+        Ok(())
+    }
+}
+
+/// Delete staged files that no commit references (best effort: vacuum
+/// removes whatever is left).
+pub(crate) async fn delete_files(table: &TableInner, files: &[String]) {
+    let store: &Arc<dyn ObjectStore> = table.location.store();
+    for f in files {
+        let path = table.location.path(f);
+        if let Err(e) = store.delete(&path).await {
+            if !matches!(e, object_store::Error::NotFound { .. }) {
+                tracing::warn!(table = %table.name, file = %f, error = %e, "could not delete staged file; vacuum will");
+            }
+        }
+    }
+}
