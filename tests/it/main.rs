@@ -4,6 +4,7 @@ mod commit_cost;
 mod common;
 mod concurrency;
 mod counting_store;
+mod dimension;
 mod local_fs;
 mod replace;
 mod time_travel;

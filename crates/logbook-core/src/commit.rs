@@ -14,8 +14,8 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 use crate::format::{
-    layout, month_key, DataFile, LogEntry, MonthManifest, MonthRef, Operation, PartitionEntry,
-    RootManifest, RunInfo, RunRef, FORMAT_VERSION, RUN_RETRY_WINDOW,
+    layout, month_key, DataFile, DateRange, DimensionFiles, LogEntry, MonthManifest, MonthRef,
+    Operation, PartitionEntry, RootManifest, RunInfo, RunRef, FORMAT_VERSION, RUN_RETRY_WINDOW,
 };
 use crate::log::PutOutcome;
 use crate::snapshot::Snapshot;
@@ -29,6 +29,14 @@ pub(crate) struct PartitionChange {
     pub rows: u64,
 }
 
+/// New contents of a whole dimension.
+#[derive(Debug, Clone)]
+pub(crate) struct DimensionChange {
+    pub files: Vec<DataFile>,
+    pub rows: u64,
+    pub affected: Option<DateRange>,
+}
+
 /// A commit waiting to be placed on the log.
 #[derive(Debug)]
 pub(crate) struct PendingCommit {
@@ -37,6 +45,7 @@ pub(crate) struct PendingCommit {
     pub base_version: u64,
     pub run: RunInfo,
     pub changes: Vec<PartitionChange>,
+    pub dimension: Option<DimensionChange>,
 }
 
 impl PendingCommit {
@@ -51,6 +60,17 @@ impl PendingCommit {
             base_version,
             run,
             changes,
+            dimension: None,
+        }
+    }
+
+    pub fn dimension(base_version: u64, run: RunInfo, change: DimensionChange) -> Self {
+        Self {
+            operation: Operation::ApplyDimension,
+            base_version,
+            run,
+            changes: vec![],
+            dimension: Some(change),
         }
     }
 }
@@ -169,6 +189,14 @@ fn check_conflict(
     dates: &BTreeSet<NaiveDate>,
     entry: &LogEntry,
 ) -> Option<Result<CommitInfo>> {
+    if pending.dimension.is_some() && entry.operation == Operation::ApplyDimension {
+        // Both rewrite the whole dimension: the caller recomputes on the new head.
+        return Some(Err(Error::DimensionConflict {
+            table: table.name.clone(),
+            base_version: pending.base_version,
+            winning_version: entry.version,
+        }));
+    }
     let clash = entry.dates.iter().find(|d| dates.contains(d))?;
     if entry.run.as_ref().map(|r| r.run_id.as_str()) == Some(pending.run.run_id.as_str())
         && entry.dates.iter().collect::<BTreeSet<_>>() == dates.iter().collect()
@@ -289,10 +317,26 @@ async fn write_manifests(
         writes.push((path, manifest));
     }
     futures::future::try_join_all(writes.iter().map(|(path, m)| table.put_json(path, m))).await?;
+    let dimension = match &pending.dimension {
+        Some(change) => {
+            files_removed += head
+                .root()
+                .dimension
+                .as_ref()
+                .map_or(0, |d| d.files.len() as u64);
+            Some(DimensionFiles {
+                version,
+                rows: change.rows,
+                files: change.files.clone(),
+            })
+        }
+        None => head.root().dimension.clone(),
+    };
     let root = RootManifest {
         format: FORMAT_VERSION,
         schema: head.schema().clone(),
         months: months.into_values().collect(),
+        dimension,
     };
     let root_path = layout::root_manifest(attempt_id);
     table.put_json(&root_path, &root).await?;
@@ -308,9 +352,19 @@ async fn write_manifests(
         operation: pending.operation,
         manifest: root_path,
         dates: pending.changes.iter().map(|c| c.date).collect(),
-        rows_added: pending.changes.iter().map(|c| c.rows).sum(),
-        files_added: pending.changes.iter().map(|c| c.files.len() as u64).sum(),
+        rows_added: pending.changes.iter().map(|c| c.rows).sum::<u64>()
+            + pending.dimension.as_ref().map_or(0, |d| d.rows),
+        files_added: pending
+            .changes
+            .iter()
+            .map(|c| c.files.len() as u64)
+            .sum::<u64>()
+            + pending
+                .dimension
+                .as_ref()
+                .map_or(0, |d| d.files.len() as u64),
         files_removed,
         run: Some(pending.run.clone()),
+        affected: pending.dimension.as_ref().and_then(|d| d.affected),
     })
 }

@@ -79,6 +79,22 @@ pub enum Error {
         winning_version: u64,
     },
 
+    #[error(
+        "table {table}: conflict: version {winning_version} changed the dimension after this change started from version {base_version}"
+    )]
+    DimensionConflict {
+        table: String,
+        base_version: u64,
+        winning_version: u64,
+    },
+
+    #[error("table {table}: key {key}: {reason}; nothing was committed")]
+    DimensionInvariant {
+        table: String,
+        key: String,
+        reason: String,
+    },
+
     #[error("table {table}: gave up committing after {attempts} attempts lost the race for the next version")]
     CommitContention { table: String, attempts: usize },
 
@@ -148,8 +164,9 @@ impl Error {
             | RowsOutsidePartition { .. }
             | NullPartitionValue { .. }
             | InvalidInput { .. }
-            | WriterClosed { .. } => ErrorKind::InvalidInput,
-            PartitionConflict { .. } => ErrorKind::Conflict,
+            | WriterClosed { .. }
+            | DimensionInvariant { .. } => ErrorKind::InvalidInput,
+            PartitionConflict { .. } | DimensionConflict { .. } => ErrorKind::Conflict,
             CommitContention { .. } => ErrorKind::Transient,
             TableNotFound { .. } | VersionNotFound { .. } | NoVersionAtTime { .. } => {
                 ErrorKind::NotFound

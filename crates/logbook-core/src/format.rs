@@ -29,6 +29,8 @@ pub enum Operation {
     CreateTable,
     /// Replaced whole partitions (the dates listed in the entry).
     ReplacePartitions,
+    /// Changed a dimension's validity intervals (see `affected`).
+    ApplyDimension,
 }
 
 impl std::fmt::Display for Operation {
@@ -36,6 +38,7 @@ impl std::fmt::Display for Operation {
         f.write_str(match self {
             Operation::CreateTable => "create",
             Operation::ReplacePartitions => "replace",
+            Operation::ApplyDimension => "apply",
         })
     }
 }
@@ -87,6 +90,24 @@ pub struct LogEntry {
     pub files_removed: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunInfo>,
+    /// For dimension commits: the business dates whose resolved rows changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affected: Option<DateRange>,
+}
+
+/// A range of business dates `[from, to)`; `to: None` means open-ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DateRange {
+    pub from: NaiveDate,
+    #[serde(default)]
+    pub to: Option<NaiveDate>,
+}
+
+impl DateRange {
+    /// Does the range include `date`?
+    pub fn contains(&self, date: NaiveDate) -> bool {
+        self.from <= date && self.to.is_none_or(|to| date < to)
+    }
 }
 
 /// The root of one snapshot: the schema and one reference per month.
@@ -94,8 +115,20 @@ pub struct LogEntry {
 pub struct RootManifest {
     pub format: u32,
     pub schema: TableSchema,
-    /// Sorted by month.
+    /// Sorted by month. Empty for dimensions.
     pub months: Vec<MonthRef>,
+    /// A dimension's files (it is not partitioned by date).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dimension: Option<DimensionFiles>,
+}
+
+/// The data of a dimension table as of one version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DimensionFiles {
+    /// The version that last changed the dimension.
+    pub version: u64,
+    pub rows: u64,
+    pub files: Vec<DataFile>,
 }
 
 /// A root manifest's pointer to the manifest of one month.
@@ -201,5 +234,10 @@ pub mod layout {
         staging_id: Uuid,
     ) -> String {
         format!("data/{partition_column}={date}/{staging_id}")
+    }
+
+    /// Where one version of a dimension's rows is staged.
+    pub fn dimension_dir(staging_id: Uuid) -> String {
+        format!("data/{staging_id}")
     }
 }

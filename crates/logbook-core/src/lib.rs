@@ -13,12 +13,14 @@
 pub mod clock;
 pub mod commit;
 pub mod dates;
+pub mod dimension;
 pub mod error;
 pub mod format;
 pub mod log;
 pub mod names;
 pub mod options;
 pub mod reader;
+mod scd2;
 pub mod schema;
 pub mod snapshot;
 mod staging;
@@ -29,10 +31,11 @@ pub mod warehouse;
 pub mod writer;
 
 pub use commit::CommitInfo;
+pub use dimension::DimensionCommit;
 pub use error::{Error, ErrorKind, Result};
-pub use format::{DataFile, LogEntry, Operation, PartitionEntry, RunInfo, RunRef};
+pub use format::{DataFile, DateRange, LogEntry, Operation, PartitionEntry, RunInfo, RunRef};
 pub use options::TableOptions;
-pub use schema::{ColumnType, TableSchema};
+pub use schema::{ColumnType, TableKind, TableSchema, VALID_FROM, VALID_TO};
 pub use snapshot::Snapshot;
 pub use storage::StorageLocation;
 pub use table::Table;

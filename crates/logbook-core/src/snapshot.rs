@@ -127,6 +127,35 @@ impl Snapshot {
         read_files(&self.table, files, columns)
     }
 
+    /// A dimension's files at this version (empty for partitioned tables).
+    pub fn dimension_files(&self) -> Vec<crate::format::DataFile> {
+        self.root
+            .dimension
+            .as_ref()
+            .map(|d| d.files.clone())
+            .unwrap_or_default()
+    }
+
+    /// Stream every row of a dimension (all intervals).
+    pub async fn scan_dimension(&self) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        read_files(&self.table, self.dimension_files(), None)
+    }
+
+    /// Stream the rows of `files` (which must belong to this table), projected
+    /// to `columns`. The query layer uses this after pruning.
+    pub fn scan_files(
+        &self,
+        files: Vec<crate::format::DataFile>,
+        columns: Option<&[&str]>,
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        read_files(&self.table, files, columns)
+    }
+
+    /// The table's name.
+    pub fn table_name(&self) -> &str {
+        &self.table.name
+    }
+
     /// All rows of partition `date`, collected.
     pub async fn read_partition(&self, date: NaiveDate) -> Result<Vec<RecordBatch>> {
         self.scan_partition(date, None).await?.try_collect().await

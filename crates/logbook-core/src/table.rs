@@ -80,6 +80,7 @@ impl Table {
             format: FORMAT_VERSION,
             schema,
             months: vec![],
+            dimension: None,
         };
         let manifest = layout::root_manifest(commit_id);
         inner.put_json(&manifest, &root).await?;
@@ -95,6 +96,7 @@ impl Table {
             files_added: 0,
             files_removed: 0,
             run: None,
+            affected: None,
         };
         match inner.log.try_create(0, inner.encode(&entry)?).await {
             PutOutcome::Created => {}

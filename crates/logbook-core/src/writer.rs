@@ -33,6 +33,17 @@ pub struct PartitionWriter {
     failed: bool,
 }
 
+impl std::fmt::Debug for PartitionWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartitionWriter")
+            .field("table", &self.table.name)
+            .field("date", &self.date)
+            .field("run", &self.run.run_id)
+            .field("rows", &self.rows)
+            .finish()
+    }
+}
+
 impl PartitionWriter {
     pub(crate) fn new(
         table: Arc<TableInner>,
