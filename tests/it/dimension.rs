@@ -232,7 +232,11 @@ async fn deletes_and_full_snapshots() {
     )])
     .unwrap();
     let del = t
-        .apply_deletes(date("2026-04-01"), &[keys.clone()], RunInfo::new("l3"))
+        .apply_deletes(
+            date("2026-04-01"),
+            std::slice::from_ref(&keys),
+            RunInfo::new("l3"),
+        )
         .await
         .unwrap();
     assert_eq!(del.changed_keys, 1, "an unknown key is not a change");
