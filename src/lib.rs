@@ -6,3 +6,6 @@
 #![doc = include_str!("../README.md")]
 
 pub use logbook_core::*;
+
+/// SQL over logbook tables (DataFusion): sessions, providers, runs.
+pub use logbook_datafusion as query;

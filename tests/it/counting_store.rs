@@ -17,6 +17,7 @@ use object_store::{
 pub struct CountingStore {
     inner: Arc<dyn ObjectStore>,
     counts: Arc<Mutex<BTreeMap<&'static str, usize>>>,
+    reads: Arc<Mutex<Vec<String>>>,
 }
 
 impl CountingStore {
@@ -24,11 +25,17 @@ impl CountingStore {
         Self {
             inner,
             counts: Default::default(),
+            reads: Default::default(),
         }
     }
 
     fn bump(&self, kind: &'static str) {
         *self.counts.lock().unwrap().entry(kind).or_default() += 1;
+    }
+
+    /// Paths read (GET, including ranged reads) so far, then start again.
+    pub fn take_reads(&self) -> Vec<String> {
+        std::mem::take(&mut *self.reads.lock().unwrap())
     }
 
     /// Counts so far, then start again from zero.
@@ -66,6 +73,9 @@ impl ObjectStore for CountingStore {
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         self.bump(if options.head { "head" } else { "get" });
+        if !options.head {
+            self.reads.lock().unwrap().push(location.to_string());
+        }
         self.inner.get_opts(location, options).await
     }
 

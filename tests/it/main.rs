@@ -6,6 +6,7 @@ mod concurrency;
 mod counting_store;
 mod dimension;
 mod local_fs;
+mod query;
 mod replace;
 mod time_travel;
 mod validation;

@@ -20,10 +20,16 @@ fn err(table: &str, file: &Path, msg: impl std::fmt::Display) -> CliError {
     CliError::Input(format!("table {table}, file {}: {msg}", file.display()))
 }
 
-/// Open `file` and stream its rows with the table's column types.
-pub fn open(file: &Path, schema: &TableSchema, table: &str) -> Result<Batches, CliError> {
+/// Open `file` and stream its rows with the table's column types. Every
+/// column of the table except those in `skip` must be present.
+pub fn open(
+    file: &Path,
+    schema: &TableSchema,
+    table: &str,
+    skip: &[&str],
+) -> Result<Batches, CliError> {
     match file.extension().and_then(|e| e.to_str()) {
-        Some("csv") => open_csv(file, schema, table),
+        Some("csv") => open_csv(file, schema, table, skip),
         Some("parquet") => open_parquet(file, schema, table),
         _ => Err(err(
             table,
@@ -33,7 +39,12 @@ pub fn open(file: &Path, schema: &TableSchema, table: &str) -> Result<Batches, C
     }
 }
 
-fn open_csv(file: &Path, schema: &TableSchema, table: &str) -> Result<Batches, CliError> {
+fn open_csv(
+    file: &Path,
+    schema: &TableSchema,
+    table: &str,
+    skip: &[&str],
+) -> Result<Batches, CliError> {
     let mut f = File::open(file).map_err(|e| err(table, file, e))?;
     let mut header = String::new();
     BufReader::new(&mut f)
@@ -58,7 +69,11 @@ fn open_csv(file: &Path, schema: &TableSchema, table: &str) -> Result<Batches, C
         })?;
         fields.push(Field::new(name, col.ty.arrow_type(), true));
     }
-    if let Some(missing) = schema.columns.iter().find(|c| !names.contains(&c.name)) {
+    if let Some(missing) = schema
+        .columns
+        .iter()
+        .find(|c| !names.contains(&c.name) && !skip.contains(&c.name.as_str()))
+    {
         return Err(err(
             table,
             file,

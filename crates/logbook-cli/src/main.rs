@@ -42,6 +42,12 @@ enum Command {
     Partitions(commands::partitions::Args),
     /// List the tables of the warehouse.
     Tables,
+    /// Apply new states, deletes or a full snapshot to a dimension at an effective date.
+    Apply(commands::apply::Args),
+    /// Run a SQL query over the warehouse (optionally as a run for a logical date).
+    Sql(commands::sql::Args),
+    /// Run a job: replace TABLE's partition for --date with the rows of a query.
+    Run(commands::run::Args),
     /// Create a demo table from the bundled fixtures and re-run one date.
     Demo,
 }
@@ -81,6 +87,9 @@ async fn run(cli: Cli) -> Result<(), commands::CliError> {
         Command::Log(args) => commands::log::run(&warehouse, args).await,
         Command::Partitions(args) => commands::partitions::run(&warehouse, args).await,
         Command::Tables => commands::tables(&warehouse).await,
+        Command::Apply(args) => commands::apply::run(&warehouse, args).await,
+        Command::Sql(args) => commands::sql::run(&warehouse, args).await,
+        Command::Run(args) => commands::run::run(&warehouse, args).await,
         Command::Demo => commands::demo::run(&warehouse).await,
     }
 }

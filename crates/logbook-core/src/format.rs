@@ -54,6 +54,61 @@ pub struct RunInfo {
     pub code_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logical_date: Option<NaiveDate>,
+    /// How dimensions were resolved, for runs that read through a run context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dimensions: Option<DimensionMode>,
+    /// What the run read (lineage).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputRead>,
+    /// The query text, for runs defined by SQL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+}
+
+/// How a run resolves dimension tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DimensionMode {
+    /// Rows valid at the run's logical date: the "corrected original".
+    #[serde(rename = "as-of")]
+    AsOf,
+    /// Today's rows: a "restated" history.
+    #[serde(rename = "current")]
+    Current,
+}
+
+impl std::fmt::Display for DimensionMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DimensionMode::AsOf => "as-of",
+            DimensionMode::Current => "current",
+        })
+    }
+}
+
+impl std::str::FromStr for DimensionMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "as-of" | "asof" | "as_of" => Ok(DimensionMode::AsOf),
+            "current" => Ok(DimensionMode::Current),
+            other => Err(format!(
+                "unknown dimension mode {other:?}; use as-of or current"
+            )),
+        }
+    }
+}
+
+/// One input a run read: the table, the version it read, and for
+/// date-partitioned inputs the dates the scan read after pruning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputRead {
+    pub table: String,
+    pub version: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dates: Option<Vec<NaiveDate>>,
+    /// True for dimension (SCD2) inputs.
+    #[serde(default)]
+    pub dimension: bool,
 }
 
 impl RunInfo {

@@ -33,7 +33,10 @@ pub mod writer;
 pub use commit::CommitInfo;
 pub use dimension::DimensionCommit;
 pub use error::{Error, ErrorKind, Result};
-pub use format::{DataFile, DateRange, LogEntry, Operation, PartitionEntry, RunInfo, RunRef};
+pub use format::{
+    DataFile, DateRange, DimensionMode, InputRead, LogEntry, Operation, PartitionEntry, RunInfo,
+    RunRef,
+};
 pub use options::TableOptions;
 pub use schema::{ColumnType, TableKind, TableSchema, VALID_FROM, VALID_TO};
 pub use snapshot::Snapshot;

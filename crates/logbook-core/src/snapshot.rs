@@ -91,8 +91,12 @@ impl Snapshot {
 
     /// Every partition, sorted by date.
     pub async fn partitions(&self) -> Result<Vec<PartitionEntry>> {
-        let months: Vec<Arc<MonthManifest>> = futures::stream::iter(&self.root.months)
-            .map(|m| self.table.month(&m.path))
+        let paths: Vec<String> = self.root.months.iter().map(|m| m.path.clone()).collect();
+        let months: Vec<Arc<MonthManifest>> = futures::stream::iter(paths)
+            .map(|path| {
+                let table = self.table.clone();
+                async move { table.month(&path).await }
+            })
             .buffered(16)
             .try_collect()
             .await?;

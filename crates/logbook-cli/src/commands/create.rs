@@ -1,3 +1,4 @@
+use logbook_core::schema::columns_from_arrow;
 use logbook_core::{TableSchema, Warehouse};
 
 use super::CliError;
@@ -11,24 +12,42 @@ pub struct Args {
     /// string, date, timestamp, timestamptz), or a Parquet file whose schema is copied.
     #[arg(long)]
     schema: String,
-    /// The date column each partition is a day of.
-    #[arg(long)]
-    partition_by: String,
+    /// The date column each partition is a day of (fact tables).
+    #[arg(long, required_unless_present = "scd2", conflicts_with = "scd2")]
+    partition_by: Option<String>,
+    /// Create a slowly changing dimension (SCD2); logbook adds `valid_from` and `valid_to`.
+    #[arg(long, requires = "key")]
+    scd2: bool,
+    /// The dimension's business key column(s), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    key: Vec<String>,
 }
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
-    let schema = if args.schema.ends_with(".parquet") {
+    let columns = if args.schema.ends_with(".parquet") {
         let arrow = input::parquet_schema(std::path::Path::new(&args.schema))?;
-        TableSchema::from_arrow(&args.table, &arrow, &args.partition_by)?
+        columns_from_arrow(&args.table, &arrow)?
     } else {
-        TableSchema::parse_spec(&args.table, &args.schema, &args.partition_by)?
+        logbook_core::schema::parse_columns(&args.table, &args.schema)?
+    };
+    let (schema, how) = match &args.partition_by {
+        Some(col) => (
+            TableSchema::new(&args.table, columns, col)?,
+            format!("partitioned by {col}"),
+        ),
+        None => {
+            let keys: Vec<&str> = args.key.iter().map(String::as_str).collect();
+            (
+                TableSchema::dimension(&args.table, columns, &keys)?,
+                format!("a dimension keyed by {}", args.key.join(",")),
+            )
+        }
     };
     let table = warehouse.create_table(&args.table, schema.clone()).await?;
     println!(
-        "created table {} ({}) partitioned by {} at {}",
+        "created table {} ({}), {how}, at {}",
         table.name(),
         schema.spec(),
-        args.partition_by,
         table.location().uri()
     );
     Ok(())

@@ -53,10 +53,11 @@ pub async fn run(warehouse: &Warehouse) -> Result<(), CliError> {
                     job: Some("demo".into()),
                     code_version: Some(code.into()),
                     logical_date: Some(date),
+                    ..RunInfo::default()
                 },
             )
             .await?;
-        for batch in input::open(&path, &schema, TABLE)? {
+        for batch in input::open(&path, &schema, TABLE, &[])? {
             writer.write(&batch?).await?;
         }
         let info = writer.commit().await?;

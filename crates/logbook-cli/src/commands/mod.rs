@@ -1,9 +1,12 @@
 //! One module per subcommand.
 
+pub mod apply;
 pub mod create;
 pub mod demo;
 pub mod log;
 pub mod partitions;
+pub mod run;
+pub mod sql;
 pub mod write;
 
 use logbook_core::Warehouse;

@@ -25,6 +25,9 @@ struct Row {
     version: u64,
     run_id: Option<String>,
     code_version: Option<String>,
+    /// `as-of`, `current`, or null when written without a run context.
+    dimensions: Option<logbook_core::DimensionMode>,
+    inputs: Vec<logbook_core::InputRead>,
 }
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
@@ -44,7 +47,9 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
             bytes: p.files.iter().map(|f| f.size).sum(),
             version: p.version,
             run_id: p.run.as_ref().map(|r| r.run_id.clone()),
-            code_version: p.run.and_then(|r| r.code_version),
+            code_version: p.run.as_ref().and_then(|r| r.code_version.clone()),
+            dimensions: p.run.as_ref().and_then(|r| r.dimensions),
+            inputs: p.run.map(|r| r.inputs).unwrap_or_default(),
         })
         .collect();
     if args.json {
@@ -55,7 +60,16 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         return Ok(());
     }
     print_table(
-        &["date", "rows", "files", "bytes", "version", "run", "code"],
+        &[
+            "date",
+            "rows",
+            "files",
+            "bytes",
+            "version",
+            "run",
+            "code",
+            "dimensions",
+        ],
         rows.into_iter()
             .map(|r| {
                 vec![
@@ -66,6 +80,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
                     r.version.to_string(),
                     r.run_id.unwrap_or_default(),
                     r.code_version.unwrap_or_default(),
+                    r.dimensions.map(|d| d.to_string()).unwrap_or_default(),
                 ]
             })
             .collect(),

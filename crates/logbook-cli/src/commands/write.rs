@@ -44,6 +44,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         job: args.job.clone(),
         code_version: args.code_version.clone(),
         logical_date: Some(args.date),
+        ..RunInfo::default()
     };
     let mut writer = table.replace_partition(args.date, run.clone()).await?;
     if let Err(e) = fill(&mut writer, &args.files, table.name()).await {
@@ -72,7 +73,7 @@ async fn fill(
 ) -> Result<(), CliError> {
     let schema = writer.schema().clone();
     for file in files {
-        for batch in input::open(file, &schema, table)? {
+        for batch in input::open(file, &schema, table, &[])? {
             writer
                 .write(&batch?)
                 .await

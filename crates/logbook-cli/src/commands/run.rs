@@ -1,0 +1,47 @@
+use chrono::NaiveDate;
+use logbook_core::{DimensionMode, Warehouse};
+use logbook_datafusion::Run;
+
+use super::sql::{parse_mode, query_err};
+use super::CliError;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The table whose partition this run replaces.
+    table: String,
+    /// The run's logical date.
+    #[arg(long)]
+    date: NaiveDate,
+    /// The query computing the partition's rows.
+    #[arg(long)]
+    sql: String,
+    /// `as-of` (dimensions as they stood on the date: the corrected original)
+    /// or `current` (today's dimensions: a restated history).
+    #[arg(long, value_parser = parse_mode, default_value = "as-of")]
+    dimensions: DimensionMode,
+    /// Code version recorded with the commit.
+    #[arg(long)]
+    code_version: Option<String>,
+    /// Run id (default: derived from table, date, mode and code version).
+    #[arg(long)]
+    run_id: Option<String>,
+}
+
+pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
+    let mut run = Run::new(warehouse, &args.table, args.date).dimensions(args.dimensions);
+    if let Some(v) = args.code_version {
+        run = run.code_version(v);
+    }
+    if let Some(id) = args.run_id {
+        run = run.run_id(id);
+    }
+    let info = run.sql(&args.sql).await.map_err(query_err)?;
+    if info.already_committed {
+        eprintln!(
+            "this run already committed version {}; nothing new was committed",
+            info.version
+        );
+    }
+    println!("{}", info.version);
+    Ok(())
+}

@@ -1,0 +1,129 @@
+use std::collections::HashMap;
+
+use arrow_array::RecordBatch;
+use chrono::NaiveDate;
+use futures::TryStreamExt;
+use logbook_core::{DimensionMode, Warehouse};
+use logbook_datafusion::{session, QueryOptions};
+
+use super::CliError;
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Csv,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The query.
+    query: String,
+    /// Run the query in a run context for this logical date: dimensions
+    /// resolve at the date, logical_date() is defined, now() is refused.
+    #[arg(long)]
+    logical_date: Option<NaiveDate>,
+    /// How dimensions resolve in a run context.
+    #[arg(long, value_parser = parse_mode, requires = "logical_date")]
+    dimensions: Option<DimensionMode>,
+    /// Read TABLE at version N (repeatable): `--version orders=3`.
+    #[arg(long = "version", value_parser = parse_pin)]
+    versions: Vec<(String, u64)>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+}
+
+pub fn parse_mode(s: &str) -> Result<DimensionMode, String> {
+    s.parse()
+}
+
+fn parse_pin(s: &str) -> Result<(String, u64), String> {
+    let (t, v) = s.split_once('=').ok_or("write TABLE=VERSION")?;
+    Ok((
+        t.to_string(),
+        v.parse()
+            .map_err(|_| format!("{v:?} is not a version number"))?,
+    ))
+}
+
+pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
+    let options = QueryOptions {
+        logical_date: args.logical_date,
+        dimensions: args.dimensions,
+        pins: args.versions.into_iter().collect::<HashMap<_, _>>(),
+    };
+    let ctx = session(warehouse, options, None).await.map_err(query_err)?;
+    let df = ctx
+        .sql(&args.query)
+        .await
+        .map_err(|e| query_err(e.into()))?;
+    let schema = df.schema().as_arrow().clone();
+    let batches: Vec<RecordBatch> = df
+        .execute_stream()
+        .await
+        .map_err(|e| query_err(e.into()))?
+        .try_collect()
+        .await
+        .map_err(|e| query_err(e.into()))?;
+    print(&batches, std::sync::Arc::new(schema), args.format)
+}
+
+pub fn query_err(e: logbook_datafusion::QueryError) -> CliError {
+    match e {
+        logbook_datafusion::QueryError::Logbook(e) => CliError::Logbook(e),
+        other => CliError::Input(other.to_string()),
+    }
+}
+
+fn print(
+    batches: &[RecordBatch],
+    schema: arrow_schema::SchemaRef,
+    format: Format,
+) -> Result<(), CliError> {
+    let out = std::io::stdout();
+    let io = |e: arrow_schema::ArrowError| CliError::Input(format!("cannot print the result: {e}"));
+    match format {
+        Format::Table => {
+            let table = arrow_cast::pretty::pretty_format_batches_with_schema(schema, batches)
+                .map_err(io)?;
+            println!("{table}");
+        }
+        Format::Csv => {
+            let mut w = arrow_csv::WriterBuilder::new()
+                .with_header(true)
+                .build(out.lock());
+            for b in batches {
+                w.write(b).map_err(io)?;
+            }
+            if batches.is_empty() {
+                println!(
+                    "{}",
+                    schema
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().as_str())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                );
+            }
+        }
+        Format::Json => {
+            let mut w = arrow_json::ArrayWriter::new(Vec::new());
+            for b in batches {
+                w.write(b).map_err(io)?;
+            }
+            w.finish().map_err(io)?;
+            let body = w.into_inner();
+            println!(
+                "{}",
+                if body.is_empty() {
+                    "[]"
+                } else {
+                    std::str::from_utf8(&body).unwrap_or("[]")
+                }
+            );
+        }
+    }
+    Ok(())
+}

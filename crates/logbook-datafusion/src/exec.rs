@@ -1,0 +1,235 @@
+//! The physical scan of a logbook snapshot: files grouped into partitions,
+//! read through logbook-core, with an optional validity filter for
+//! dimensions resolved at a date.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, Scalar};
+use arrow_schema::SchemaRef;
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{DataFusionError, Result, Statistics};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, Partitioning, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use futures::{StreamExt, TryStreamExt};
+use logbook_core::{DataFile, Snapshot, VALID_FROM, VALID_TO};
+
+/// Which rows of a dimension a scan returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValidityFilter {
+    /// Rows valid on this day (days since the epoch).
+    At(i32),
+    /// Rows still valid (`valid_to IS NULL`).
+    Current,
+}
+
+/// Reads groups of data files of one snapshot; one output partition per group.
+pub struct LogbookScanExec {
+    snapshot: Snapshot,
+    groups: Vec<Vec<DataFile>>,
+    /// The schema this node outputs.
+    schema: SchemaRef,
+    /// Columns read from the files (output columns plus validity columns
+    /// when filtering).
+    read_columns: Vec<String>,
+    validity: Option<ValidityFilter>,
+    properties: Arc<PlanProperties>,
+    /// For display: what was pruned to.
+    label: String,
+}
+
+impl fmt::Debug for LogbookScanExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogbookScanExec")
+            .field("label", &self.label)
+            .finish()
+    }
+}
+
+impl LogbookScanExec {
+    pub fn new(
+        snapshot: Snapshot,
+        groups: Vec<Vec<DataFile>>,
+        schema: SchemaRef,
+        validity: Option<ValidityFilter>,
+        label: String,
+    ) -> Self {
+        let mut read_columns: Vec<String> =
+            schema.fields().iter().map(|f| f.name().clone()).collect();
+        if validity.is_some() {
+            for c in [VALID_FROM, VALID_TO] {
+                if !read_columns.iter().any(|r| r == c) {
+                    read_columns.push(c.to_string());
+                }
+            }
+        }
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(groups.len().max(1)),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        Self {
+            snapshot,
+            groups,
+            schema,
+            read_columns,
+            validity,
+            properties,
+            label,
+        }
+    }
+
+    /// Every file this scan will open.
+    pub fn files(&self) -> impl Iterator<Item = &DataFile> {
+        self.groups.iter().flatten()
+    }
+
+    fn rows(&self, partition: Option<usize>) -> Option<u64> {
+        if self.validity.is_some() {
+            return None;
+        }
+        let files: Vec<&DataFile> = match partition {
+            Some(p) => self.groups.get(p)?.iter().collect(),
+            None => self.files().collect(),
+        };
+        Some(files.iter().map(|f| f.rows).sum())
+    }
+}
+
+impl DisplayAs for LogbookScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "LogbookScanExec: table={}, version={}, {}, files={}",
+            self.snapshot.table_name(),
+            self.snapshot.version(),
+            self.label,
+            self.files().count()
+        )
+    }
+}
+
+impl ExecutionPlan for LogbookScanExec {
+    fn name(&self) -> &str {
+        "LogbookScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let files = self.groups.get(partition).cloned().unwrap_or_default();
+        let columns: Vec<&str> = self.read_columns.iter().map(String::as_str).collect();
+        let stream = self
+            .snapshot
+            .scan_files(files, Some(&columns))
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let schema = self.schema.clone();
+        let validity = self.validity;
+        let out = stream
+            .map_err(|e| DataFusionError::External(Box::new(e)))
+            .and_then(move |batch| {
+                let schema = schema.clone();
+                async move { shape(batch, &schema, validity) }
+            })
+            .boxed();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            out,
+        )))
+    }
+
+    #[allow(deprecated)]
+    fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
+        let stats = Statistics::new_unknown(&self.schema);
+        Ok(Arc::new(match self.rows(partition) {
+            Some(n) => stats.with_num_rows(Precision::Exact(n as usize)),
+            None => stats,
+        }))
+    }
+}
+
+/// Filter a file batch by validity, then project it to `schema` by name.
+fn shape(
+    batch: RecordBatch,
+    schema: &SchemaRef,
+    validity: Option<ValidityFilter>,
+) -> Result<RecordBatch> {
+    let batch = match validity {
+        Some(v) => {
+            let mask = valid_mask(&batch, v)?;
+            datafusion::arrow::compute::filter_record_batch(&batch, &mask)?
+        }
+        None => batch,
+    };
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            batch.column_by_name(f.name()).cloned().ok_or_else(|| {
+                DataFusionError::Internal(format!("column {} missing from scan", f.name()))
+            })
+        })
+        .collect::<Result<_>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &options,
+    )?)
+}
+
+fn valid_mask(batch: &RecordBatch, v: ValidityFilter) -> Result<BooleanArray> {
+    let col = |name: &str| {
+        batch
+            .column_by_name(name)
+            .cloned()
+            .ok_or_else(|| DataFusionError::Internal(format!("{name} missing from dimension scan")))
+    };
+    let to = col(VALID_TO)?;
+    let open = datafusion::arrow::compute::is_null(&to)?;
+    Ok(match v {
+        ValidityFilter::Current => open,
+        ValidityFilter::At(day) => {
+            let day = Scalar::new(arrow_array::Date32Array::from(vec![day]));
+            let started = datafusion::arrow::compute::kernels::cmp::lt_eq(&col(VALID_FROM)?, &day)?;
+            let not_ended = datafusion::arrow::compute::kernels::cmp::gt(&to, &day)?;
+            let not_ended = datafusion::arrow::compute::or_kleene(&open, &not_ended)?;
+            let mask = datafusion::arrow::compute::and_kleene(&started, &not_ended)?;
+            // Nulls (none expected) count as not valid.
+            if mask.null_count() > 0 {
+                datafusion::arrow::compute::prep_null_mask_filter(&mask)
+            } else {
+                mask
+            }
+        }
+    })
+}

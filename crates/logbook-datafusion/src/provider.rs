@@ -1,0 +1,182 @@
+//! `TableProvider`s for logbook tables: one that follows the latest
+//! snapshot and one pinned to a version; dimension views resolved at a date.
+
+use std::sync::Arc;
+
+use arrow_schema::SchemaRef;
+use async_trait::async_trait;
+use chrono::NaiveDate;
+use datafusion::catalog::Session;
+use datafusion::common::{DataFusionError, Result};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use logbook_core::{DataFile, Snapshot, Table, TableSchema};
+
+use crate::exec::{LogbookScanExec, ValidityFilter};
+use crate::lineage::Lineage;
+use crate::prune::DateBounds;
+
+/// Which rows of a dimension a provider exposes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DimensionView {
+    /// Every interval, with `valid_from` and `valid_to` (analysts' default).
+    History,
+    /// Rows valid on a business date (a run's `as-of` mode).
+    AsOf(NaiveDate),
+    /// Rows still valid today (a run's `current` mode).
+    Current,
+}
+
+/// A logbook table as a DataFusion table.
+///
+/// [`LogbookTableProvider::latest`] re-resolves the latest snapshot at every
+/// scan; [`LogbookTableProvider::pinned`] always reads one version.
+#[derive(Debug, Clone)]
+pub struct LogbookTableProvider {
+    table: Table,
+    schema: TableSchema,
+    arrow: SchemaRef,
+    version: Option<u64>,
+    view: DimensionView,
+    lineage: Option<Arc<Lineage>>,
+}
+
+impl LogbookTableProvider {
+    /// Follow the latest snapshot of `table`.
+    pub async fn latest(table: Table) -> logbook_core::Result<Self> {
+        let snap = table.latest().await?;
+        Ok(Self::new(table, snap.schema().clone(), None))
+    }
+
+    /// Always read `version` of `table`.
+    pub async fn pinned(table: Table, version: u64) -> logbook_core::Result<Self> {
+        let snap = table.at_version(version).await?;
+        Ok(Self::new(table, snap.schema().clone(), Some(version)))
+    }
+
+    pub(crate) fn new(table: Table, schema: TableSchema, version: Option<u64>) -> Self {
+        Self {
+            arrow: schema.arrow_schema(),
+            table,
+            schema,
+            version,
+            view: DimensionView::History,
+            lineage: None,
+        }
+    }
+
+    /// Resolve a dimension through `view` (ignored for partitioned tables).
+    pub fn with_view(mut self, view: DimensionView) -> Self {
+        self.view = view;
+        self
+    }
+
+    /// Pin to `version`.
+    pub fn at_version(mut self, version: u64) -> Self {
+        self.version = Some(version);
+        self
+    }
+
+    /// Record every scan into `lineage`.
+    pub fn with_lineage(mut self, lineage: Arc<Lineage>) -> Self {
+        self.lineage = Some(lineage);
+        self
+    }
+
+    async fn snapshot(&self) -> logbook_core::Result<Snapshot> {
+        match self.version {
+            Some(v) => self.table.at_version(v).await,
+            None => self.table.latest().await,
+        }
+    }
+}
+
+fn external(e: logbook_core::Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+#[async_trait]
+impl TableProvider for LogbookTableProvider {
+    fn schema(&self) -> SchemaRef {
+        self.arrow.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        // Used to prune partitions; DataFusion still applies every filter.
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let snapshot = self.snapshot().await.map_err(external)?;
+        let schema: SchemaRef = match projection {
+            Some(p) => Arc::new(self.arrow.project(p)?),
+            None => self.arrow.clone(),
+        };
+        let target = state.config().target_partitions().max(1);
+        let (groups, label, validity) = match self.schema.partition_column() {
+            Some(column) => {
+                let bounds = DateBounds::from_filters(filters, column);
+                let parts: Vec<_> = snapshot
+                    .partitions()
+                    .await
+                    .map_err(external)?
+                    .into_iter()
+                    .filter(|p| bounds.allows(logbook_core::dates::to_days(p.date)))
+                    .collect();
+                let dates: Vec<NaiveDate> = parts.iter().map(|p| p.date).collect();
+                if let Some(l) = &self.lineage {
+                    l.record(self.table.name(), snapshot.version(), Some(dates.clone()));
+                }
+                let label = match (dates.first(), dates.last()) {
+                    (Some(a), Some(b)) => format!("dates={} ({a}..={b})", dates.len()),
+                    _ => "dates=0".to_string(),
+                };
+                let files: Vec<DataFile> = parts.into_iter().flat_map(|p| p.files).collect();
+                (spread(files, target), label, None)
+            }
+            None => {
+                if let Some(l) = &self.lineage {
+                    l.record(self.table.name(), snapshot.version(), None);
+                }
+                let (label, validity) = match self.view {
+                    DimensionView::History => ("history".to_string(), None),
+                    DimensionView::Current => {
+                        ("current".to_string(), Some(ValidityFilter::Current))
+                    }
+                    DimensionView::AsOf(d) => (
+                        format!("as-of {d}"),
+                        Some(ValidityFilter::At(logbook_core::dates::to_days(d))),
+                    ),
+                };
+                (spread(snapshot.dimension_files(), target), label, validity)
+            }
+        };
+        Ok(Arc::new(LogbookScanExec::new(
+            snapshot, groups, schema, validity, label,
+        )))
+    }
+}
+
+/// Deal files into at most `n` groups, keeping each file's rows in order.
+fn spread(files: Vec<DataFile>, n: usize) -> Vec<Vec<DataFile>> {
+    let mut groups: Vec<Vec<DataFile>> = vec![Vec::new(); n.min(files.len()).max(1)];
+    let len = groups.len();
+    for (i, f) in files.into_iter().enumerate() {
+        groups[i % len].push(f);
+    }
+    groups
+}

@@ -1,0 +1,158 @@
+//! A job run for one logical date: SQL (or batches computed by the job)
+//! replaces the target partition, with lineage in the commit.
+
+use std::sync::Arc;
+
+use chrono::NaiveDate;
+use datafusion::execution::context::SessionContext;
+use futures::TryStreamExt;
+use logbook_core::{CommitInfo, DimensionMode, PartitionWriter, RunInfo, Warehouse};
+
+use crate::catalog::QueryOptions;
+use crate::error::QueryError;
+use crate::lineage::Lineage;
+use crate::session::session;
+
+/// A run of a job for `logical_date`, writing the partition it owns in
+/// `target`.
+///
+/// ```no_run
+/// # async fn f(wh: logbook_core::Warehouse) -> Result<(), logbook_datafusion::QueryError> {
+/// use logbook_core::DimensionMode;
+/// use logbook_datafusion::Run;
+/// let date = chrono::NaiveDate::from_ymd_opt(2026, 3, 15).unwrap();
+/// let info = Run::new(&wh, "revenue_by_region", date)
+///     .dimensions(DimensionMode::AsOf)
+///     .code_version("v2")
+///     .sql("SELECT o.date, c.region, sum(o.amount) AS revenue
+///           FROM orders o JOIN customers c ON o.customer = c.customer
+///           WHERE o.date = logical_date() GROUP BY o.date, c.region")
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Run {
+    warehouse: Warehouse,
+    target: String,
+    logical_date: NaiveDate,
+    mode: DimensionMode,
+    run: RunInfo,
+    pins: std::collections::HashMap<String, u64>,
+}
+
+impl Run {
+    pub fn new(warehouse: &Warehouse, target: &str, logical_date: NaiveDate) -> Self {
+        Self {
+            warehouse: warehouse.clone(),
+            target: target.to_string(),
+            logical_date,
+            mode: DimensionMode::AsOf,
+            run: RunInfo {
+                run_id: String::new(),
+                logical_date: Some(logical_date),
+                ..RunInfo::default()
+            },
+            pins: Default::default(),
+        }
+    }
+
+    /// Resolve dimensions as of the logical date (default) or currently.
+    pub fn dimensions(mut self, mode: DimensionMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    pub fn code_version(mut self, v: impl Into<String>) -> Self {
+        self.run.code_version = Some(v.into());
+        self
+    }
+
+    pub fn job(mut self, job: impl Into<String>) -> Self {
+        self.run.job = Some(job.into());
+        self
+    }
+
+    /// The run id (default: derived from the target, date, mode and code
+    /// version, so re-submitting the same run is a no-op).
+    pub fn run_id(mut self, id: impl Into<String>) -> Self {
+        self.run.run_id = id.into();
+        self
+    }
+
+    /// Read `table` at `version` instead of its latest.
+    pub fn pin(mut self, table: &str, version: u64) -> Self {
+        self.pins.insert(table.to_string(), version);
+        self
+    }
+
+    /// The session a job uses to read its inputs, and the writer for its
+    /// output. Commit with [`RunContext::commit`] so lineage is recorded.
+    pub async fn start(self) -> Result<RunContext, QueryError> {
+        let lineage = Arc::new(Lineage::default());
+        let options = QueryOptions {
+            logical_date: Some(self.logical_date),
+            dimensions: Some(self.mode),
+            pins: self.pins.clone(),
+        };
+        let ctx = session(&self.warehouse, options, Some(lineage.clone())).await?;
+        let mut run = self.run.clone();
+        run.dimensions = Some(self.mode);
+        if run.run_id.is_empty() {
+            run.run_id = format!(
+                "{}-{}-{}-{}",
+                self.target,
+                self.logical_date,
+                self.mode,
+                run.code_version.as_deref().unwrap_or("none")
+            )
+            .replace(
+                |c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'),
+                "_",
+            );
+        }
+        let table = self.warehouse.table(&self.target).await?;
+        let writer = table.replace_partition(self.logical_date, run).await?;
+        Ok(RunContext {
+            ctx,
+            lineage,
+            writer,
+        })
+    }
+
+    /// Run `query` and replace the target partition with its rows.
+    pub async fn sql(self, query: &str) -> Result<CommitInfo, QueryError> {
+        let mut rc = self.start().await?;
+        rc.writer.run_mut().query = Some(query.to_string());
+        let result = async {
+            let df = rc.ctx.sql(query).await?;
+            let mut stream = df.execute_stream().await?;
+            while let Some(batch) = stream.try_next().await? {
+                rc.writer.write(&batch).await?;
+            }
+            Ok::<_, QueryError>(())
+        }
+        .await;
+        match result {
+            Ok(()) => rc.commit().await,
+            Err(e) => {
+                rc.writer.abort().await?;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// A started run: query inputs through `ctx`, write rows to `writer`.
+pub struct RunContext {
+    pub ctx: SessionContext,
+    lineage: Arc<Lineage>,
+    pub writer: PartitionWriter,
+}
+
+impl RunContext {
+    /// Commit the partition with the inputs read so far as lineage.
+    pub async fn commit(mut self) -> Result<CommitInfo, QueryError> {
+        self.writer.run_mut().inputs = self.lineage.inputs();
+        Ok(self.writer.commit().await?)
+    }
+}

@@ -1,0 +1,385 @@
+//! SQL over logbook tables: runs at a logical date, as-of dimensions,
+//! lineage, pruning, time travel and join plans.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Float64Type;
+use arrow_array::{Date32Array, Float64Array, Int64Array, RecordBatch, StringArray};
+use logbook::query::datafusion::physical_plan::displayable;
+use logbook::query::{session, QueryOptions, Run};
+use logbook::{DimensionMode, RunInfo, StorageLocation, TableSchema, Warehouse};
+use object_store::memory::InMemory;
+
+use crate::common::*;
+use crate::counting_store::CountingStore;
+use crate::dimension::states;
+
+async fn world() -> (Warehouse, Arc<CountingStore>) {
+    let store = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
+    let wh = Warehouse::new(
+        StorageLocation::from_store(store.clone(), "wh", "memory://wh"),
+        options(),
+    );
+    let orders = TableSchema::parse_spec(
+        "orders",
+        "date:date,order_id:int64,customer:string,amount:float64",
+        "date",
+    )
+    .unwrap();
+    let orders = wh.create_table("orders", orders).await.unwrap();
+    for (i, d) in ["2026-03-14", "2026-03-15", "2026-03-16", "2026-03-25"]
+        .into_iter()
+        .enumerate()
+    {
+        let d = date(d);
+        let batch = RecordBatch::try_from_iter([
+            ("date", Arc::new(Date32Array::from(vec![days(d); 3])) as _),
+            (
+                "order_id",
+                Arc::new(Int64Array::from(vec![
+                    i as i64 * 10,
+                    i as i64 * 10 + 1,
+                    i as i64 * 10 + 2,
+                ])) as _,
+            ),
+            (
+                "customer",
+                Arc::new(StringArray::from(vec!["c-17", "c-04", "c-17"])) as _,
+            ),
+            (
+                "amount",
+                Arc::new(Float64Array::from(vec![10.0, 5.0, 1.5])) as _,
+            ),
+        ])
+        .unwrap();
+        let mut w = orders
+            .replace_partition(d, RunInfo::new(format!("o{i}")))
+            .await
+            .unwrap();
+        w.write(&batch).await.unwrap();
+        w.commit().await.unwrap();
+    }
+    let customers = TableSchema::parse_dimension_spec(
+        "customers",
+        "customer:string,region:string",
+        &["customer"],
+    )
+    .unwrap();
+    let customers = wh.create_table("customers", customers).await.unwrap();
+    customers
+        .apply_changes(
+            date("2026-01-01"),
+            &[states(&[("c-17", "Berlin"), ("c-04", "Hamburg")])],
+            RunInfo::new("c1"),
+        )
+        .await
+        .unwrap();
+    customers
+        .apply_changes(
+            date("2026-03-20"),
+            &[states(&[("c-17", "Munich")])],
+            RunInfo::new("c2"),
+        )
+        .await
+        .unwrap();
+    let out = TableSchema::parse_spec(
+        "revenue_by_region",
+        "date:date,region:string,revenue:float64",
+        "date",
+    )
+    .unwrap();
+    wh.create_table("revenue_by_region", out).await.unwrap();
+    (wh, store)
+}
+
+const REVENUE: &str = "SELECT o.date, c.region, sum(o.amount) AS revenue \
+    FROM orders o JOIN customers c ON o.customer = c.customer \
+    WHERE o.date = logical_date() GROUP BY o.date, c.region";
+
+async fn revenue(wh: &Warehouse, d: &str, version: Option<u64>) -> Vec<(String, f64)> {
+    let t = wh.table("revenue_by_region").await.unwrap();
+    let snap = match version {
+        Some(v) => t.at_version(v).await.unwrap(),
+        None => t.latest().await.unwrap(),
+    };
+    let mut out = Vec::new();
+    for b in snap.read_partition(date(d)).await.unwrap() {
+        let r = b.column_by_name("region").unwrap().as_string::<i32>();
+        let v = b
+            .column_by_name("revenue")
+            .unwrap()
+            .as_primitive::<Float64Type>();
+        for i in 0..b.num_rows() {
+            out.push((r.value(i).to_string(), v.value(i)));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[tokio::test]
+async fn berlin_as_of_and_munich_restated_each_partition_says_which() {
+    let (wh, _) = world().await;
+    let v1 = Run::new(&wh, "revenue_by_region", date("2026-03-15"))
+        .code_version("v1")
+        .sql(REVENUE)
+        .await
+        .unwrap();
+    assert_eq!(
+        revenue(&wh, "2026-03-15", None).await,
+        vec![("Berlin".into(), 11.5), ("Hamburg".into(), 5.0)],
+        "as-of: the customer was in Berlin on March 15"
+    );
+    Run::new(&wh, "revenue_by_region", date("2026-03-15"))
+        .dimensions(DimensionMode::Current)
+        .code_version("v1")
+        .sql(REVENUE)
+        .await
+        .unwrap();
+    assert_eq!(
+        revenue(&wh, "2026-03-15", None).await,
+        vec![("Hamburg".into(), 5.0), ("Munich".into(), 11.5)],
+        "current: restated with today's region"
+    );
+    assert_eq!(
+        revenue(&wh, "2026-03-15", Some(v1.version)).await[0].0,
+        "Berlin"
+    );
+
+    let p = wh
+        .table("revenue_by_region")
+        .await
+        .unwrap()
+        .latest()
+        .await
+        .unwrap();
+    let run = p
+        .partition(date("2026-03-15"))
+        .await
+        .unwrap()
+        .unwrap()
+        .run
+        .unwrap();
+    assert_eq!(run.dimensions, Some(DimensionMode::Current));
+    assert_eq!(run.logical_date, Some(date("2026-03-15")));
+    assert!(run.query.as_deref().unwrap().contains("logical_date()"));
+    let orders = run
+        .inputs
+        .iter()
+        .find(|i| i.table == "orders")
+        .expect("orders in lineage");
+    assert_eq!(
+        orders.dates,
+        Some(vec![date("2026-03-15")]),
+        "the scan read only the run's date"
+    );
+    assert_eq!(orders.version, 4);
+    let customers = run
+        .inputs
+        .iter()
+        .find(|i| i.table == "customers")
+        .expect("customers in lineage");
+    assert!(customers.dimension && customers.dates.is_none());
+    assert_eq!(customers.version, 2);
+}
+
+#[tokio::test]
+async fn now_is_refused_in_a_run_and_logical_date_is_the_runs() {
+    let (wh, _) = world().await;
+    let run = QueryOptions {
+        logical_date: Some(date("2026-03-15")),
+        ..Default::default()
+    };
+    let ctx = session(&wh, run, None).await.unwrap();
+    for q in [
+        "SELECT now()",
+        "SELECT current_date()",
+        "SELECT CURRENT_TIMESTAMP",
+        "SELECT today()",
+    ] {
+        let err = match ctx.sql(q).await {
+            Ok(df) => df.collect().await.unwrap_err().to_string(),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("logical_date()"), "{q}: {err}");
+    }
+    let rows = ctx
+        .sql("SELECT logical_date() AS d, data_interval_end() - data_interval_start() AS len")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let d = rows[0]
+        .column(0)
+        .as_primitive::<arrow_array::types::Date32Type>()
+        .value(0);
+    assert_eq!(logbook::dates::from_days(d), date("2026-03-15"));
+
+    // Outside a run, analysts may use the clock but not logical_date().
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    assert!(ctx
+        .sql("SELECT now()")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .is_ok());
+    let err = ctx
+        .sql("SELECT logical_date()")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("only defined inside a run"), "{err}");
+}
+
+#[tokio::test]
+async fn a_query_for_one_date_opens_only_that_dates_files() {
+    let (wh, store) = world().await;
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    store.take_reads();
+    let rows = ctx
+        .sql("SELECT count(*) AS n, sum(amount) AS s FROM orders WHERE date = DATE '2026-03-15'")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        rows[0]
+            .column(0)
+            .as_primitive::<arrow_array::types::Int64Type>()
+            .value(0),
+        3
+    );
+    let data: Vec<String> = store
+        .take_reads()
+        .into_iter()
+        .filter(|p| p.contains("/data/"))
+        .collect();
+    assert!(!data.is_empty(), "no data file was read");
+    assert!(
+        data.iter().all(|p| p.contains("date=2026-03-15")),
+        "read other dates: {data:?}"
+    );
+
+    let plan = ctx
+        .sql("SELECT * FROM orders WHERE date BETWEEN DATE '2026-03-15' AND DATE '2026-03-16'")
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    assert!(
+        text.contains("dates=2 (2026-03-15..=2026-03-16)") && text.contains("files=2"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn time_travel_with_snapshot_and_pinned_versions() {
+    let (wh, _) = world().await;
+    let orders = wh.table("orders").await.unwrap();
+    let d = date("2026-03-15");
+    let mut w = orders
+        .replace_partition(d, RunInfo::new("fix"))
+        .await
+        .unwrap();
+    w.write(
+        &RecordBatch::try_from_iter([
+            ("date", Arc::new(Date32Array::from(vec![days(d)])) as _),
+            ("order_id", Arc::new(Int64Array::from(vec![99])) as _),
+            ("customer", Arc::new(StringArray::from(vec!["c-04"])) as _),
+            ("amount", Arc::new(Float64Array::from(vec![1.0])) as _),
+        ])
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    w.commit().await.unwrap();
+    let count = |sql: &'static str, pins: Vec<(&'static str, u64)>| {
+        let wh = wh.clone();
+        async move {
+            let opts = QueryOptions {
+                pins: pins.into_iter().map(|(t, v)| (t.to_string(), v)).collect(),
+                ..Default::default()
+            };
+            let ctx = session(&wh, opts, None).await.unwrap();
+            let rows = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+            rows[0]
+                .column(0)
+                .as_primitive::<arrow_array::types::Int64Type>()
+                .value(0)
+        }
+    };
+    let q = "SELECT count(*) FROM orders WHERE date = DATE '2026-03-15'";
+    assert_eq!(count(q, vec![]).await, 1);
+    assert_eq!(count(q, vec![("orders", 4)]).await, 3);
+    assert_eq!(
+        count(
+            "SELECT count(*) FROM snapshot('orders', 4) WHERE date = DATE '2026-03-15'",
+            vec![]
+        )
+        .await,
+        3
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM snapshot('orders', 1)", vec![]).await,
+        3
+    );
+    // History of a dimension, and asof() for analysts.
+    assert_eq!(count("SELECT count(*) FROM customers", vec![]).await, 3);
+    assert_eq!(
+        count(
+            "SELECT count(*) FROM asof('customers', DATE '2026-03-15') WHERE region = 'Berlin'",
+            vec![]
+        )
+        .await,
+        1
+    );
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    let err = ctx
+        .sql("SELECT * FROM snapshot('orders', 99)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("version 99"), "{err}");
+    let err = ctx
+        .sql("SELECT * FROM asof('nope', DATE '2026-01-01')")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no table \"nope\""), "{err}");
+}
+
+#[tokio::test]
+async fn a_point_in_time_range_join_is_a_hash_join_with_a_filter() {
+    let (wh, _) = world().await;
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    let sql = "SELECT o.date, d.region, sum(o.amount) FROM orders o JOIN customers d \
+        ON o.customer = d.customer AND o.date >= d.valid_from AND (d.valid_to IS NULL OR o.date < d.valid_to) \
+        GROUP BY o.date, d.region ORDER BY o.date, d.region";
+    let df = ctx.sql(sql).await.unwrap();
+    let plan = df.clone().create_physical_plan().await.unwrap();
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    assert!(
+        text.contains("HashJoinExec") && !text.contains("NestedLoopJoinExec"),
+        "{text}"
+    );
+    let rows = df.collect().await.unwrap();
+    let regions: Vec<String> = rows
+        .iter()
+        .flat_map(|b| {
+            let r = b.column(1).as_string::<i32>();
+            (0..b.num_rows())
+                .map(|i| r.value(i).to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    // 3 early dates x {Berlin, Hamburg}, then March 25 x {Hamburg, Munich}.
+    assert_eq!(regions.len(), 8);
+    assert_eq!(&regions[6..], ["Hamburg", "Munich"]);
+}
