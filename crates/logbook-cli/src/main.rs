@@ -48,11 +48,19 @@ enum Command {
     Sql(commands::sql::Args),
     /// Run a job: replace TABLE's partition for --date with the rows of a query.
     Run(commands::run::Args),
-    /// Create a demo table from the bundled fixtures and re-run one date.
-    Demo,
+    /// The worked example: 90 days of orders, a dimension that changes, a
+    /// nightly job, and its fix backfilled as corrected original and as restated.
+    Demo(commands::demo::Args),
 }
 
 fn main() -> ExitCode {
+    // Like other Unix tools, stop quietly when the reader of our output goes
+    // away (`logbook partitions t --json | head`) instead of panicking.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let level = match cli.verbose {
         0 => tracing::Level::WARN,
@@ -90,6 +98,6 @@ async fn run(cli: Cli) -> Result<(), commands::CliError> {
         Command::Apply(args) => commands::apply::run(&warehouse, args).await,
         Command::Sql(args) => commands::sql::run(&warehouse, args).await,
         Command::Run(args) => commands::run::run(&warehouse, args).await,
-        Command::Demo => commands::demo::run(&warehouse).await,
+        Command::Demo(args) => commands::demo::run(&warehouse, args).await,
     }
 }

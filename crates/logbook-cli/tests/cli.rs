@@ -55,22 +55,186 @@ fn log_len(wh: &Path, table: &str) -> usize {
 }
 
 #[test]
-fn demo_runs_and_rerunning_it_commits_nothing_new() {
+fn the_worked_example_runs_and_rerunning_it_commits_nothing_new() {
     let dir = tempfile::tempdir().unwrap();
-    let first = ok(&logbook(dir.path(), &["demo"]));
-    assert!(first.contains("committed version 3"), "{first}");
-    let again = ok(&logbook(dir.path(), &["demo"]));
-    assert_eq!(again.matches("already committed").count(), 3, "{again}");
-    assert_eq!(log_len(dir.path(), "demo_orders"), 4);
-    let p = partitions(dir.path(), "demo_orders");
-    assert_eq!(p[0]["date"], "2026-03-15");
-    assert_eq!(p[0]["rows"], 3, "the fixed re-run's rows");
-    let v1: serde_json::Value = serde_json::from_str(&ok(&logbook(
-        dir.path(),
-        &["partitions", "demo_orders", "--version", "1", "--json"],
-    )))
-    .unwrap();
-    assert_eq!(v1[0]["rows"], 4, "time travel to the first run");
+    let wh = dir.path().join("wh");
+    let first = ok(&logbook(dir.path(), &["demo", wh.to_str().unwrap()]));
+    assert!(
+        first.contains("orders: 90 days loaded (90 new commits)"),
+        "{first}"
+    );
+    assert!(first.contains("revenue_by_region version 180"), "{first}");
+    let again = ok(&logbook(dir.path(), &["demo", wh.to_str().unwrap()]));
+    assert!(
+        again.contains("(0 new commits)") && again.contains("revenue_by_region version 180"),
+        "{again}"
+    );
+    assert!(
+        again.contains("revenue_by_region_restated version 90"),
+        "{again}"
+    );
+
+    let original = partitions(&wh, "revenue_by_region");
+    let restated = partitions(&wh, "revenue_by_region_restated");
+    assert_eq!(original.as_array().unwrap().len(), 90);
+    assert_eq!(original[0]["dimensions"], "as-of");
+    assert_eq!(original[0]["code_version"], "v2");
+    assert_eq!(restated[0]["dimensions"], "current");
+    let inputs = original[0]["inputs"].as_array().unwrap();
+    assert!(
+        inputs
+            .iter()
+            .any(|i| i["table"] == "orders" && i["dates"][0] == "2026-01-01"),
+        "{inputs:?}"
+    );
+
+    // Before the move on 2026-02-15, c-17's orders are Berlin's as of then
+    // and Munich's when restated.
+    let q = "SELECT region, revenue FROM revenue_by_region WHERE date = DATE '2026-02-13' ORDER BY region";
+    let asof: serde_json::Value =
+        serde_json::from_str(&ok(&logbook(&wh, &["sql", q, "--format", "json"]))).unwrap();
+    let q = q.replace("revenue_by_region ", "revenue_by_region_restated ");
+    let current: serde_json::Value =
+        serde_json::from_str(&ok(&logbook(&wh, &["sql", &q, "--format", "json"]))).unwrap();
+    let berlin = |v: &serde_json::Value| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["region"] == "Berlin")
+            .map(|r| r["revenue"].as_f64().unwrap())
+    };
+    assert!(
+        berlin(&asof).unwrap() > berlin(&current).unwrap_or(0.0),
+        "{asof} vs {current}"
+    );
+}
+
+#[test]
+fn sql_run_and_apply_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path();
+    let spec = "date:date,order_id:int64,customer:string,amount:float64,placed_at:timestamp";
+    ok(&logbook(
+        wh,
+        &[
+            "create",
+            "orders",
+            "--schema",
+            spec,
+            "--partition-by",
+            "date",
+        ],
+    ));
+    ok(&logbook(
+        wh,
+        &[
+            "write",
+            "orders",
+            "--date",
+            "2026-03-15",
+            fixture("orders-2026-03-15.csv").to_str().unwrap(),
+        ],
+    ));
+    ok(&logbook(
+        wh,
+        &[
+            "create",
+            "customers",
+            "--schema",
+            "customer:string,region:string",
+            "--scd2",
+            "--key",
+            "customer",
+        ],
+    ));
+    let states = fixture("worked/customers-2026-01-01.csv");
+    assert_eq!(
+        ok(&logbook(
+            wh,
+            &[
+                "apply",
+                "customers",
+                "--effective",
+                "2026-01-01",
+                states.to_str().unwrap()
+            ]
+        ))
+        .trim(),
+        "1"
+    );
+    let again = logbook(
+        wh,
+        &[
+            "apply",
+            "customers",
+            "--effective",
+            "2026-01-01",
+            states.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(ok(&again).trim(), "1", "re-applying committed");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("nothing changed"));
+    ok(&logbook(
+        wh,
+        &[
+            "create",
+            "daily",
+            "--schema",
+            "date:date,n:int64",
+            "--partition-by",
+            "date",
+        ],
+    ));
+    let v = ok(&logbook(
+        wh,
+        &[
+            "run",
+            "daily",
+            "--date",
+            "2026-03-15",
+            "--sql",
+            "SELECT logical_date() AS date, count(*) AS n FROM orders WHERE date = logical_date()",
+            "--code-version",
+            "c1",
+        ],
+    ));
+    assert_eq!(v.trim(), "1");
+    let out = ok(&logbook(
+        wh,
+        &["sql", "SELECT n FROM daily", "--format", "csv"],
+    ));
+    assert_eq!(out.trim(), "n\n4");
+    let err = refused(&logbook(
+        wh,
+        &["sql", "SELECT now()", "--logical-date", "2026-03-15"],
+    ));
+    assert!(err.contains("logical_date()"), "{err}");
+    let err = refused(&logbook(
+        wh,
+        &[
+            "run",
+            "daily",
+            "--date",
+            "2026-03-16",
+            "--sql",
+            "SELECT current_date AS date, 1 AS n",
+        ],
+    ));
+    assert!(err.contains("logical_date()"), "{err}");
+    let out = ok(&logbook(
+        wh,
+        &[
+            "sql",
+            "SELECT count(*) AS c FROM orders",
+            "--version",
+            "orders=0",
+            "--format",
+            "json",
+        ],
+    ));
+    assert_eq!(out.trim(), r#"[{"c":0}]"#);
+    let err = refused(&logbook(wh, &["sql", "SELECT * FROM nope"]));
+    assert!(err.contains("nope"), "{err}");
 }
 
 #[test]
