@@ -113,18 +113,7 @@ fn the_worked_example_runs_and_rerunning_it_commits_nothing_new() {
 fn sql_run_and_apply_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
     let wh = dir.path();
-    let spec = "date:date,order_id:int64,customer:string,amount:float64,placed_at:timestamp";
-    ok(&logbook(
-        wh,
-        &[
-            "create",
-            "orders",
-            "--schema",
-            spec,
-            "--partition-by",
-            "date",
-        ],
-    ));
+    create_orders(wh);
     ok(&logbook(
         wh,
         &[
@@ -302,18 +291,7 @@ fn create_write_and_read_back_csv_and_parquet() {
 fn bad_inputs_are_refused_clearly_and_leave_the_log_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let wh = dir.path();
-    let spec = "date:date,order_id:int64,customer:string,amount:float64,placed_at:timestamp";
-    ok(&logbook(
-        wh,
-        &[
-            "create",
-            "orders",
-            "--schema",
-            spec,
-            "--partition-by",
-            "date",
-        ],
-    ));
+    create_orders(wh);
     let cases: [(&str, &str, &[&str]); 4] = [
         (
             "orders-wrong-date.csv",
@@ -387,6 +365,22 @@ fn bad_inputs_are_refused_clearly_and_leave_the_log_unchanged() {
     assert!(err.contains("nope"), "{err}");
     let err = refused(&logbook(wh, &["partitions", "orders", "--version", "7"]));
     assert!(err.contains("version 7"), "{err}");
+}
+
+/// The `orders` table of the fixtures.
+fn create_orders(wh: &Path) {
+    let spec = "date:date,order_id:int64,customer:string,amount:float64,placed_at:timestamp";
+    ok(&logbook(
+        wh,
+        &[
+            "create",
+            "orders",
+            "--schema",
+            spec,
+            "--partition-by",
+            "date",
+        ],
+    ));
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
