@@ -43,15 +43,28 @@ fn customer(k: usize) -> String {
 
 async fn prepare(dir: &str) {
     let wh = Warehouse::open(dir).unwrap();
-    let dim = TableSchema::parse_dimension_spec("customers", "customer:string,region:string", &["customer"]).unwrap();
+    let dim = TableSchema::parse_dimension_spec(
+        "customers",
+        "customer:string,region:string",
+        &["customer"],
+    )
+    .unwrap();
     let dim = wh.create_table("customers", dim).await.unwrap();
-    let regions = ["Berlin", "Munich", "Hamburg", "Cologne", "Leipzig", "Bremen"];
+    let regions = [
+        "Berlin", "Munich", "Hamburg", "Cologne", "Leipzig", "Bremen",
+    ];
     let mut rng = Rng(42);
     // Every key starts on day 0; a third move once, a tenth move twice.
     let mut changes: Vec<Vec<(String, String)>> = vec![Vec::new(); DAYS as usize];
     for k in 0..KEYS {
         changes[0].push((customer(k), regions[k % regions.len()].to_string()));
-        let moves = if k % 10 == 0 { 2 } else if k % 3 == 0 { 1 } else { 0 };
+        let moves = if k % 10 == 0 {
+            2
+        } else if k % 3 == 0 {
+            1
+        } else {
+            0
+        };
         for _ in 0..moves {
             let day = 1 + (rng.next() % (DAYS - 1)) as usize;
             let region = regions[(rng.next() % regions.len() as u64) as usize].to_string();
@@ -59,34 +72,73 @@ async fn prepare(dir: &str) {
             changes[day].push((customer(k), region));
         }
     }
-    let changed_days: Vec<usize> = (0..DAYS as usize).filter(|d| !changes[*d].is_empty()).collect();
+    let changed_days: Vec<usize> = (0..DAYS as usize)
+        .filter(|d| !changes[*d].is_empty())
+        .collect();
     for d in changed_days {
         let rows = &changes[d];
         let batch = RecordBatch::try_from_iter([
-            ("customer", Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0.as_str()))) as _),
-            ("region", Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1.as_str()))) as _),
+            (
+                "customer",
+                Arc::new(StringArray::from_iter_values(
+                    rows.iter().map(|r| r.0.as_str()),
+                )) as _,
+            ),
+            (
+                "region",
+                Arc::new(StringArray::from_iter_values(
+                    rows.iter().map(|r| r.1.as_str()),
+                )) as _,
+            ),
         ])
         .unwrap();
         let day = first_day() + chrono::Days::new(d as u64);
-        dim.apply_changes(day, &[batch], RunInfo::new(format!("dim-{d}"))).await.unwrap();
+        dim.apply_changes(day, &[batch], RunInfo::new(format!("dim-{d}")))
+            .await
+            .unwrap();
     }
-    let facts = TableSchema::parse_spec("orders", "date:date,order_id:int64,customer:string,amount:float64", "date").unwrap();
+    let facts = TableSchema::parse_spec(
+        "orders",
+        "date:date,order_id:int64,customer:string,amount:float64",
+        "date",
+    )
+    .unwrap();
     let facts = wh.create_table("orders", facts).await.unwrap();
     let per_day = FACTS / DAYS as usize;
     let mut id = 0i64;
     for d in 0..DAYS {
         let day = first_day() + chrono::Days::new(d);
-        let n = if d == DAYS - 1 { FACTS - per_day * (DAYS as usize - 1) } else { per_day };
+        let n = if d == DAYS - 1 {
+            FACTS - per_day * (DAYS as usize - 1)
+        } else {
+            per_day
+        };
         let ids: Vec<i64> = (id..id + n as i64).collect();
         id += n as i64;
         let batch = RecordBatch::try_from_iter([
-            ("date", Arc::new(Date32Array::from(vec![logbook::dates::to_days(day); n])) as _),
+            (
+                "date",
+                Arc::new(Date32Array::from(vec![logbook::dates::to_days(day); n])) as _,
+            ),
             ("order_id", Arc::new(Int64Array::from(ids)) as _),
-            ("customer", Arc::new(StringArray::from_iter_values((0..n).map(|_| customer((rng.next() % KEYS as u64) as usize)))) as _),
-            ("amount", Arc::new(Float64Array::from_iter_values((0..n).map(|_| (rng.next() % 100_000) as f64 / 100.0))) as _),
+            (
+                "customer",
+                Arc::new(StringArray::from_iter_values(
+                    (0..n).map(|_| customer((rng.next() % KEYS as u64) as usize)),
+                )) as _,
+            ),
+            (
+                "amount",
+                Arc::new(Float64Array::from_iter_values(
+                    (0..n).map(|_| (rng.next() % 100_000) as f64 / 100.0),
+                )) as _,
+            ),
         ])
         .unwrap();
-        let mut w = facts.replace_partition(day, RunInfo::new(format!("f-{d}"))).await.unwrap();
+        let mut w = facts
+            .replace_partition(day, RunInfo::new(format!("f-{d}")))
+            .await
+            .unwrap();
         w.write(&batch).await.unwrap();
         w.commit().await.unwrap();
     }
@@ -100,7 +152,11 @@ async fn prepare(dir: &str) {
         .await
         .unwrap()
         .iter()
-        .flat_map(|p| p.files.iter().map(|f| root.join("orders").join(&f.path).display().to_string()))
+        .flat_map(|p| {
+            p.files
+                .iter()
+                .map(|f| root.join("orders").join(&f.path).display().to_string())
+        })
         .collect();
     let dim_files: Vec<String> = dim
         .latest()
@@ -143,7 +199,12 @@ async fn query(dir: &str, which: &str) {
     let col = if which == "one" { 1 } else { 2 };
     let checksum: f64 = batches
         .iter()
-        .flat_map(|b| b.column(col).as_primitive::<Float64Type>().values().to_vec())
+        .flat_map(|b| {
+            b.column(col)
+                .as_primitive::<Float64Type>()
+                .values()
+                .to_vec()
+        })
         .sum();
     println!("{{\"ms\": {ms:.1}, \"rows\": {rows}, \"checksum\": {checksum:.2}}}");
 }
