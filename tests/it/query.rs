@@ -118,6 +118,21 @@ async fn revenue(wh: &Warehouse, d: &str, version: Option<u64>) -> Vec<(String, 
     out
 }
 
+/// The run record of `revenue_by_region`'s partition `d` at `version` (or latest).
+async fn run_record(wh: &Warehouse, d: &str, version: Option<u64>) -> RunInfo {
+    let t = wh.table("revenue_by_region").await.unwrap();
+    let snap = match version {
+        Some(v) => t.at_version(v).await.unwrap(),
+        None => t.latest().await.unwrap(),
+    };
+    let p = snap
+        .partition(date(d))
+        .await
+        .unwrap()
+        .expect("partition written");
+    p.run.expect("a run record")
+}
+
 #[tokio::test]
 async fn berlin_as_of_and_munich_restated_each_partition_says_which() {
     let (wh, _) = world().await;
@@ -147,20 +162,7 @@ async fn berlin_as_of_and_munich_restated_each_partition_says_which() {
         "Berlin"
     );
 
-    let p = wh
-        .table("revenue_by_region")
-        .await
-        .unwrap()
-        .latest()
-        .await
-        .unwrap();
-    let run = p
-        .partition(date("2026-03-15"))
-        .await
-        .unwrap()
-        .unwrap()
-        .run
-        .unwrap();
+    let run = run_record(&wh, "2026-03-15", None).await;
     assert_eq!(run.dimensions, Some(DimensionMode::Current));
     assert_eq!(run.logical_date, Some(date("2026-03-15")));
     assert!(run.query.as_deref().unwrap().contains("logical_date()"));
@@ -417,20 +419,7 @@ async fn a_job_that_computes_its_own_batches_records_the_same_lineage() {
         rc.writer.write(&out).await.unwrap();
     }
     let info = rc.commit().await.unwrap();
-    let snap = wh
-        .table("revenue_by_region")
-        .await
-        .unwrap()
-        .at_version(info.version)
-        .await
-        .unwrap();
-    let run = snap
-        .partition(date("2026-03-25"))
-        .await
-        .unwrap()
-        .unwrap()
-        .run
-        .unwrap();
+    let run = run_record(&wh, "2026-03-25", Some(info.version)).await;
     assert_eq!(run.dimensions, Some(DimensionMode::AsOf));
     assert_eq!(run.code_version.as_deref(), Some("rust-job-1"));
     let tables: Vec<&str> = run.inputs.iter().map(|i| i.table.as_str()).collect();
