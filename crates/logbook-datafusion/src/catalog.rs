@@ -79,10 +79,15 @@ impl WarehouseSchema {
                 },
             );
         }
-        if let Some(l) = &self.lineage {
-            p = p.with_lineage(l.clone());
+        Some(self.recorded(p))
+    }
+
+    /// `p`, recording its scans into this session's lineage (if any).
+    fn recorded(&self, p: LogbookTableProvider) -> LogbookTableProvider {
+        match &self.lineage {
+            Some(l) => p.with_lineage(l.clone()),
+            None => p,
         }
-        Some(p)
     }
 
     fn known(&self, name: &str) -> Result<(Table, TableSchema)> {
@@ -144,12 +149,8 @@ impl TableFunctionImpl for AsOfFunction {
                 "asof(): table {name} is not a dimension; use snapshot() for time travel"
             );
         }
-        let mut p =
-            LogbookTableProvider::new(table, schema, None).with_view(DimensionView::AsOf(date));
-        if let Some(l) = &self.0.lineage {
-            p = p.with_lineage(l.clone());
-        }
-        Ok(Arc::new(p))
+        let p = LogbookTableProvider::new(table, schema, None).with_view(DimensionView::AsOf(date));
+        Ok(Arc::new(self.0.recorded(p)))
     }
 }
 
@@ -166,10 +167,7 @@ impl TableFunctionImpl for SnapshotFunction {
             _ => return plan_err!("snapshot(): argument 2 must be a version number"),
         };
         let (table, schema) = self.0.known(&name)?;
-        let mut p = LogbookTableProvider::new(table, schema, Some(version));
-        if let Some(l) = &self.0.lineage {
-            p = p.with_lineage(l.clone());
-        }
-        Ok(Arc::new(p))
+        let p = LogbookTableProvider::new(table, schema, Some(version));
+        Ok(Arc::new(self.0.recorded(p)))
     }
 }
