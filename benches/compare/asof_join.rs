@@ -22,6 +22,10 @@ const DAYS: u64 = 90;
 const KEYS: usize = 100_000;
 pub const ONE_DAY: &str = "2026-02-15";
 
+const RANGE_SQL: &str = "SELECT o.date, c.region, sum(o.amount) AS revenue FROM orders o JOIN customers c \
+     ON o.customer = c.customer AND o.date >= c.valid_from AND (c.valid_to IS NULL OR o.date < c.valid_to) \
+     GROUP BY o.date, c.region";
+
 fn first_day() -> NaiveDate {
     NaiveDate::from_ymd_opt(2026, 1, 1).unwrap()
 }
@@ -187,12 +191,13 @@ async fn query(dir: &str, which: &str) {
         // Every date against the interval valid on it.
         _ => (
             QueryOptions::default(),
-            "SELECT o.date, c.region, sum(o.amount) AS revenue FROM orders o JOIN customers c \
-             ON o.customer = c.customer AND o.date >= c.valid_from AND (c.valid_to IS NULL OR o.date < c.valid_to) \
-             GROUP BY o.date, c.region",
+            RANGE_SQL,
         ),
     };
     let ctx = session(&wh, options, None).await.unwrap();
+    for set in std::env::args().skip(4) {
+        ctx.sql(&set).await.unwrap().collect().await.unwrap();
+    }
     let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
     let ms = start.elapsed().as_secs_f64() * 1000.0;
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
@@ -209,12 +214,32 @@ async fn query(dir: &str, which: &str) {
     println!("{{\"ms\": {ms:.1}, \"rows\": {rows}, \"checksum\": {checksum:.2}}}");
 }
 
+/// Print `EXPLAIN ANALYZE` of the range join: where its time goes per operator.
+async fn explain(dir: &str) {
+    let wh = Warehouse::open(dir).unwrap();
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    for set in std::env::args().skip(3) {
+        ctx.sql(&set).await.unwrap().collect().await.unwrap();
+    }
+    let sql = format!("EXPLAIN ANALYZE {RANGE_SQL}");
+    let batches = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+    for b in &batches {
+        let plans = b.column(1).as_string::<i32>();
+        for i in 0..b.num_rows() {
+            println!("{}", plans.value(i));
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     match (args.get(1).map(String::as_str), args.get(2)) {
         (Some("prepare"), Some(dir)) => prepare(dir).await,
         (Some("query"), Some(dir)) => query(dir, args.get(3).map_or("one", |s| s.as_str())).await,
-        _ => eprintln!("usage: asof_join prepare DIR | asof_join query DIR one|range"),
+        (Some("explain"), Some(dir)) => explain(dir).await,
+        _ => eprintln!(
+            "usage: asof_join prepare DIR | asof_join query DIR one|range [SQL...] | asof_join explain DIR [SQL...]\n(SQL: statements such as SET run first)"
+        ),
     }
 }

@@ -60,8 +60,9 @@ async fn commit_and_open_cost_the_same_at_history_10_and_1000() {
     let open_1000 = open_ops(&loc, &store).await;
     assert_eq!(at_10, at_1000, "commit operations grew with history");
     assert_eq!(open_10, open_1000, "open operations grew with history");
+    // 12 for the write and commit, plus the intent marker's put and delete.
     assert!(
-        at_10.values().sum::<usize>() <= 12,
+        at_10.values().sum::<usize>() <= 14,
         "a commit costs {at_10:?}"
     );
     assert!(

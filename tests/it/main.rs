@@ -5,6 +5,7 @@ mod common;
 mod concurrency;
 mod counting_store;
 mod dimension;
+mod lifecycle;
 mod local_fs;
 mod query;
 mod replace;

@@ -15,7 +15,7 @@ use crate::common::*;
 use crate::counting_store::CountingStore;
 use crate::dimension::states;
 
-async fn world() -> (Warehouse, Arc<CountingStore>) {
+pub(crate) async fn world() -> (Warehouse, Arc<CountingStore>) {
     let store = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
     let wh = Warehouse::new(
         StorageLocation::from_store(store.clone(), "wh", "memory://wh"),
@@ -93,7 +93,7 @@ async fn world() -> (Warehouse, Arc<CountingStore>) {
     (wh, store)
 }
 
-const REVENUE: &str = "SELECT o.date, c.region, sum(o.amount) AS revenue \
+pub(crate) const REVENUE: &str = "SELECT o.date, c.region, sum(o.amount) AS revenue \
     FROM orders o JOIN customers c ON o.customer = c.customer \
     WHERE o.date = logical_date() GROUP BY o.date, c.region";
 
@@ -375,7 +375,7 @@ async fn a_point_in_time_range_join_is_a_hash_join_with_a_filter() {
     let regions: Vec<String> = rows
         .iter()
         .flat_map(|b| {
-            let r = b.column(1).as_string::<i32>();
+            let r = b.column(1).as_string_view();
             (0..b.num_rows())
                 .map(|i| r.value(i).to_string())
                 .collect::<Vec<_>>()

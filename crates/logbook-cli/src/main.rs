@@ -48,6 +48,16 @@ enum Command {
     Sql(commands::sql::Args),
     /// Run a job: replace TABLE's partition for --date with the rows of a query.
     Run(commands::run::Args),
+    /// Change a table's schedule start or chain declaration.
+    Alter(commands::alter::Args),
+    /// Every scheduled date's state (complete, stale with reasons, missing, running, corrupt).
+    Status(commands::status::StatusArgs),
+    /// The dates a backfill must recompute, in order, and why.
+    Plan(commands::status::PlanArgs),
+    /// Check that every file of the latest snapshot exists, reads and holds what the manifest says.
+    Check(commands::status::CheckArgs),
+    /// Recompute planned dates by running a command per date, at most N at a time.
+    Backfill(commands::backfill::Args),
     /// The worked example: 90 days of orders, a dimension that changes, a
     /// nightly job, and its fix backfilled as corrected original and as restated.
     Demo(commands::demo::Args),
@@ -98,6 +108,11 @@ async fn run(cli: Cli) -> Result<(), commands::CliError> {
         Command::Apply(args) => commands::apply::run(&warehouse, args).await,
         Command::Sql(args) => commands::sql::run(&warehouse, args).await,
         Command::Run(args) => commands::run::run(&warehouse, args).await,
+        Command::Alter(args) => commands::alter::run(&warehouse, args).await,
+        Command::Status(args) => commands::status::status(&warehouse, args).await,
+        Command::Plan(args) => commands::status::plan(&warehouse, args).await,
+        Command::Check(args) => commands::status::check(&warehouse, args).await,
+        Command::Backfill(args) => commands::backfill::run(&warehouse, &cli.warehouse, args).await,
         Command::Demo(args) => commands::demo::run(&warehouse, args).await,
     }
 }

@@ -15,7 +15,8 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::format::{
     layout, month_key, DataFile, DateRange, DimensionFiles, LogEntry, MonthManifest, MonthRef,
-    Operation, PartitionEntry, RootManifest, RunInfo, RunRef, FORMAT_VERSION, RUN_RETRY_WINDOW,
+    Operation, PartitionEntry, PropertiesChange, RootManifest, RunInfo, RunRef, FORMAT_VERSION,
+    RUN_RETRY_WINDOW,
 };
 use crate::log::PutOutcome;
 use crate::snapshot::Snapshot;
@@ -46,6 +47,8 @@ pub(crate) struct PendingCommit {
     pub run: RunInfo,
     pub changes: Vec<PartitionChange>,
     pub dimension: Option<DimensionChange>,
+    /// Applied to the head's properties when the commit is built.
+    pub properties: Option<PropertiesChange>,
 }
 
 impl PendingCommit {
@@ -61,6 +64,18 @@ impl PendingCommit {
             run,
             changes,
             dimension: None,
+            properties: None,
+        }
+    }
+
+    pub fn properties(base_version: u64, run: RunInfo, change: PropertiesChange) -> Self {
+        Self {
+            operation: Operation::SetProperties,
+            base_version,
+            run,
+            changes: vec![],
+            dimension: None,
+            properties: Some(change),
         }
     }
 
@@ -71,6 +86,7 @@ impl PendingCommit {
             run,
             changes: vec![],
             dimension: Some(change),
+            properties: None,
         }
     }
 }
@@ -337,6 +353,10 @@ async fn write_manifests(
         schema: head.schema().clone(),
         months: months.into_values().collect(),
         dimension,
+        properties: match &pending.properties {
+            Some(change) => change.apply(&head.root().properties),
+            None => head.root().properties.clone(),
+        },
     };
     let root_path = layout::root_manifest(attempt_id);
     table.put_json(&root_path, &root).await?;

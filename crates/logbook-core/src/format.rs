@@ -31,6 +31,8 @@ pub enum Operation {
     ReplacePartitions,
     /// Changed a dimension's validity intervals (see `affected`).
     ApplyDimension,
+    /// Changed the table's properties (schedule, chain); no data changed.
+    SetProperties,
 }
 
 impl std::fmt::Display for Operation {
@@ -39,6 +41,7 @@ impl std::fmt::Display for Operation {
             Operation::CreateTable => "create",
             Operation::ReplacePartitions => "replace",
             Operation::ApplyDimension => "apply",
+            Operation::SetProperties => "alter",
         })
     }
 }
@@ -175,6 +178,56 @@ pub struct RootManifest {
     /// A dimension's files (it is not partitioned by date).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dimension: Option<DimensionFiles>,
+    #[serde(default, skip_serializing_if = "TableProperties::is_default")]
+    pub properties: TableProperties,
+}
+
+/// What a table declares about its schedule, used to compute partition states.
+///
+/// ```
+/// use logbook_core::TableProperties;
+/// let p = TableProperties::default();
+/// assert!(p.schedule_start.is_none() && !p.depends_on_previous);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableProperties {
+    /// The first logical date of the table's daily schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_start: Option<NaiveDate>,
+    /// Each date reads the previous date's partition (a running balance), so
+    /// recommitting a date makes every later date stale.
+    #[serde(default)]
+    pub depends_on_previous: bool,
+}
+
+impl TableProperties {
+    fn is_default(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+/// A change to some of a table's properties (unset fields stay as they are).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PropertiesChange {
+    pub schedule_start: Option<NaiveDate>,
+    pub depends_on_previous: Option<bool>,
+}
+
+impl PropertiesChange {
+    /// `properties` with this change applied.
+    pub fn apply(&self, properties: &TableProperties) -> TableProperties {
+        TableProperties {
+            schedule_start: self.schedule_start.or(properties.schedule_start),
+            depends_on_previous: self
+                .depends_on_previous
+                .unwrap_or(properties.depends_on_previous),
+        }
+    }
+
+    /// True if the change sets nothing.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
 }
 
 /// The data of a dimension table as of one version.
@@ -289,6 +342,13 @@ pub mod layout {
         staging_id: Uuid,
     ) -> String {
         format!("data/{partition_column}={date}/{staging_id}")
+    }
+
+    pub const RUNNING_DIR: &str = "_logbook/running";
+
+    /// The intent marker of a run writing `date`.
+    pub fn running_marker(date: chrono::NaiveDate, run_id: &str) -> String {
+        format!("{RUNNING_DIR}/{date}/{run_id}.json")
     }
 
     /// Where one version of a dimension's rows is staged.

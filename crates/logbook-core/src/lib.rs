@@ -16,11 +16,13 @@ pub mod dates;
 pub mod dimension;
 pub mod error;
 pub mod format;
+pub mod intent;
+pub mod lifecycle;
 pub mod log;
 pub mod names;
 pub mod options;
 pub mod reader;
-mod scd2;
+pub(crate) mod scd2;
 pub mod schema;
 pub mod snapshot;
 mod staging;
@@ -34,8 +36,8 @@ pub use commit::CommitInfo;
 pub use dimension::DimensionCommit;
 pub use error::{Error, ErrorKind, Result};
 pub use format::{
-    DataFile, DateRange, DimensionMode, InputRead, LogEntry, Operation, PartitionEntry, RunInfo,
-    RunRef,
+    DataFile, DateRange, DimensionMode, InputRead, LogEntry, Operation, PartitionEntry,
+    PropertiesChange, RunInfo, RunRef, TableProperties,
 };
 pub use options::TableOptions;
 pub use schema::{ColumnType, TableKind, TableSchema, VALID_FROM, VALID_TO};

@@ -29,6 +29,10 @@ pub struct TableOptions {
     pub max_row_group_rows: usize,
     /// How many times a commit retries after losing the race for a version.
     pub max_commit_attempts: usize,
+    /// A running writer refreshes its intent marker at most this often (ms).
+    pub heartbeat_interval_ms: i64,
+    /// A marker whose heartbeat is older than this (ms) is an abandoned run.
+    pub running_timeout_ms: i64,
 }
 
 impl Default for TableOptions {
@@ -41,6 +45,8 @@ impl Default for TableOptions {
             row_group_bytes: 64 << 20,
             max_row_group_rows: 1 << 20,
             max_commit_attempts: 100,
+            heartbeat_interval_ms: 30_000,
+            running_timeout_ms: 10 * 60_000,
         }
     }
 }
@@ -64,6 +70,13 @@ impl TableOptions {
     }
     pub fn with_max_commit_attempts(mut self, attempts: usize) -> Self {
         self.max_commit_attempts = attempts.max(1);
+        self
+    }
+    /// Set the heartbeat interval and the timeout after which a running
+    /// write counts as abandoned (both in milliseconds).
+    pub fn with_running_timeout(mut self, heartbeat_ms: i64, timeout_ms: i64) -> Self {
+        self.heartbeat_interval_ms = heartbeat_ms.max(1);
+        self.running_timeout_ms = timeout_ms.max(heartbeat_ms.max(1));
         self
     }
 }

@@ -4,13 +4,14 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
+use arrow_schema::{DataType, Field, Schema};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, TryFutureExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use parquet::errors::ParquetError;
@@ -77,31 +78,104 @@ impl AsyncFileReader for ObjectReader {
     }
 }
 
+/// How data files are decoded.
+///
+/// ```
+/// let options = logbook_core::reader::ReadOptions::default().with_view_types(true);
+/// assert_eq!(options.batch_size, 8192);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Rows per batch (at most). The default is DataFusion's, eight times
+    /// parquet's, which keeps per-batch overhead in joins and aggregations
+    /// small.
+    pub batch_size: usize,
+    /// Decode strings and binaries as Arrow view types (`Utf8View`,
+    /// `BinaryView`), as DataFusion does by default: short strings are
+    /// compared and copied inline, which makes hash joins on string keys
+    /// much cheaper.
+    pub view_types: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        Self {
+            batch_size: 8192,
+            view_types: false,
+        }
+    }
+}
+
+impl ReadOptions {
+    /// Set [`ReadOptions::batch_size`].
+    pub fn with_batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size.max(1);
+        self
+    }
+
+    /// Set [`ReadOptions::view_types`].
+    pub fn with_view_types(mut self, view_types: bool) -> Self {
+        self.view_types = view_types;
+        self
+    }
+}
+
+/// `schema` with strings and binaries as view types.
+pub fn with_view_types(schema: &Schema) -> Schema {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let ty = match f.data_type() {
+                DataType::Utf8 | DataType::LargeUtf8 => DataType::Utf8View,
+                DataType::Binary | DataType::LargeBinary => DataType::BinaryView,
+                other => other.clone(),
+            };
+            f.as_ref().clone().with_data_type(ty)
+        })
+        .collect();
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
+
 /// Stream the rows of `files` in order, projected to `columns` (all if `None`).
+/// The next file's footer is fetched while the current one is read.
 pub(crate) fn read_files(
     table: &Arc<TableInner>,
     files: Vec<DataFile>,
     columns: Option<&[&str]>,
-) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    options: ReadOptions,
+) -> BoxStream<'static, Result<RecordBatch>> {
     let table = table.clone();
     let columns: Option<Vec<String>> = columns.map(|c| c.iter().map(|s| s.to_string()).collect());
-    let stream = futures::stream::iter(files)
-        .then(move |file| open_file(table.clone(), file, columns.clone()))
-        .try_flatten();
-    Ok(stream.boxed())
+    futures::stream::iter(files)
+        .map(move |file| open_file(table.clone(), file, columns.clone(), options))
+        .buffered(2)
+        .try_flatten()
+        .boxed()
 }
 
 async fn open_file(
     table: Arc<TableInner>,
     file: DataFile,
     columns: Option<Vec<String>>,
+    options: ReadOptions,
 ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
     let path = table.location.path(&file.path);
-    let reader = ObjectReader::new(table.location.store().clone(), path, file.size);
+    let mut reader = ObjectReader::new(table.location.store().clone(), path, file.size);
     let rel = file.path.clone();
-    let mut builder = ParquetRecordBatchStreamBuilder::new(reader)
+    let mut metadata = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
         .await
         .map_err(|e| Error::parquet(&rel, e))?;
+    if options.view_types {
+        let hint = Arc::new(with_view_types(metadata.schema()));
+        metadata = ArrowReaderMetadata::try_new(
+            metadata.metadata().clone(),
+            ArrowReaderOptions::new().with_schema(hint),
+        )
+        .map_err(|e| Error::parquet(&rel, e))?;
+    }
+    let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
+        .with_batch_size(options.batch_size.max(1));
     if let Some(columns) = columns {
         let arrow = builder.schema().clone();
         let indices = columns

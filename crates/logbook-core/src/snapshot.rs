@@ -10,7 +10,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use crate::error::Result;
 use crate::format::{month_key, LogEntry, MonthManifest, PartitionEntry, RootManifest};
-use crate::reader::read_files;
+use crate::reader::{read_files, ReadOptions};
 use crate::schema::TableSchema;
 use crate::table::TableInner;
 
@@ -128,7 +128,12 @@ impl Snapshot {
             .await?
             .map(|p| p.files)
             .unwrap_or_default();
-        read_files(&self.table, files, columns)
+        Ok(read_files(
+            &self.table,
+            files,
+            columns,
+            ReadOptions::default(),
+        ))
     }
 
     /// A dimension's files at this version (empty for partitioned tables).
@@ -142,17 +147,29 @@ impl Snapshot {
 
     /// Stream every row of a dimension (all intervals).
     pub async fn scan_dimension(&self) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-        read_files(&self.table, self.dimension_files(), None)
+        Ok(read_files(
+            &self.table,
+            self.dimension_files(),
+            None,
+            ReadOptions::default(),
+        ))
     }
 
     /// Stream the rows of `files` (which must belong to this table), projected
-    /// to `columns`. The query layer uses this after pruning.
+    /// to `columns`, decoded as `options` say. The query layer uses this
+    /// after pruning.
     pub fn scan_files(
         &self,
         files: Vec<crate::format::DataFile>,
         columns: Option<&[&str]>,
-    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-        read_files(&self.table, files, columns)
+        options: ReadOptions,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
+        read_files(&self.table, files, columns, options)
+    }
+
+    /// The table's declared schedule and chain, as of this version.
+    pub fn properties(&self) -> &crate::format::TableProperties {
+        &self.root.properties
     }
 
     /// The table's name.

@@ -11,9 +11,11 @@ use object_store::{ObjectStoreExt, PutPayload};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::commit::{CommitInfo, PendingCommit};
 use crate::error::{Error, Result};
 use crate::format::{
-    layout, LogEntry, MonthManifest, Operation, RootManifest, RunInfo, FORMAT_VERSION,
+    layout, LogEntry, MonthManifest, Operation, PropertiesChange, RootManifest, RunInfo,
+    TableProperties, FORMAT_VERSION,
 };
 use crate::log::{Log, PutOutcome};
 use crate::names::{validate_run_id, validate_table_name};
@@ -73,6 +75,18 @@ impl Table {
         schema: TableSchema,
         options: TableOptions,
     ) -> Result<Table> {
+        Self::create_with_properties(location, name, schema, TableProperties::default(), options)
+            .await
+    }
+
+    /// [`Table::create`] with a schedule and chain declared from the start.
+    pub async fn create_with_properties(
+        location: StorageLocation,
+        name: &str,
+        schema: TableSchema,
+        properties: TableProperties,
+        options: TableOptions,
+    ) -> Result<Table> {
         validate_table_name(name)?;
         let inner = Arc::new(TableInner::new(name, location, options));
         let commit_id = inner.options.ids.next_id();
@@ -81,6 +95,7 @@ impl Table {
             schema,
             months: vec![],
             dimension: None,
+            properties,
         };
         let manifest = layout::root_manifest(commit_id);
         inner.put_json(&manifest, &root).await?;
@@ -201,6 +216,45 @@ impl Table {
             .await
     }
 
+    /// Commits from `from` (inclusive) to the latest, oldest first.
+    pub async fn history_from(&self, from: u64) -> Result<Vec<LogEntry>> {
+        let latest = self.latest_version().await?;
+        futures::stream::iter(from..=latest)
+            .map(|v| self.inner.read_entry(v))
+            .buffered(16)
+            .try_collect()
+            .await
+    }
+
+    /// Change the table's schedule or chain declaration: a commit of its own
+    /// that changes no data and commutes with partition writes.
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> logbook_core::Result<()> {
+    /// use logbook_core::{PropertiesChange, Warehouse};
+    /// use logbook_core::schema::TableSchema;
+    /// let wh = Warehouse::open("memory://")?;
+    /// let t = wh.create_table("balances", TableSchema::parse_spec("balances", "date:date,n:int64", "date")?).await?;
+    /// let change = PropertiesChange { depends_on_previous: Some(true), ..Default::default() };
+    /// t.alter(change).await?;
+    /// assert!(t.latest().await?.properties().depends_on_previous);
+    /// # Ok(()) }
+    /// ```
+    pub async fn alter(&self, change: PropertiesChange) -> Result<CommitInfo> {
+        if change.is_empty() {
+            return Err(Error::InvalidInput {
+                table: self.inner.name.clone(),
+                reason: "nothing to change: give a schedule start or a chain setting".into(),
+            });
+        }
+        let base = self.latest_version().await?;
+        let run = RunInfo::new(format!("alter-{}", self.inner.options.ids.next_id()));
+        let pending = PendingCommit::properties(base, run, change);
+        crate::commit::commit(&self.inner, pending)
+            .await
+            .map_err(|f| f.error)
+    }
+
     /// Start replacing the partition `date`. Nothing is visible until
     /// [`PartitionWriter::commit`]; the write conflicts with any other commit
     /// to the same date made after the snapshot it starts from.
@@ -211,7 +265,9 @@ impl Table {
     ) -> Result<PartitionWriter> {
         validate_run_id(&run.run_id)?;
         let base = self.latest().await?;
-        PartitionWriter::new(self.inner.clone(), base, date, run)
+        let mut writer = PartitionWriter::new(self.inner.clone(), base, date, run)?;
+        writer.announce().await;
+        Ok(writer)
     }
 }
 

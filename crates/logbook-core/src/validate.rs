@@ -1,6 +1,7 @@
 //! Checking incoming batches against a table's schema.
 
 use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::DataType;
 
 use crate::error::{Error, Result};
 use crate::schema::TableSchema;
@@ -49,8 +50,11 @@ pub(crate) fn conform(
         let Ok(i) = given.index_of(&col.name) else {
             return Err(mismatch(&col.name, "is missing from the input".into()));
         };
-        let array = batch.column(i);
         let expected = col.ty.arrow_type();
+        let array = match same_values(batch.column(i), &expected) {
+            Some(cast) => cast.map_err(|e| Error::arrow(format!("table {table}, {what}"), e))?,
+            None => batch.column(i).clone(),
+        };
         if array.data_type() != &expected {
             return Err(mismatch(
                 &col.name,
@@ -71,11 +75,29 @@ pub(crate) fn conform(
             ));
         }
         fields.push(field.clone());
-        columns.push(array.clone());
+        columns.push(array);
     }
     RecordBatch::try_new(
         std::sync::Arc::new(arrow_schema::Schema::new(fields)),
         columns,
     )
     .map_err(|e| Error::arrow(format!("table {table}, {what}"), e))
+}
+
+/// Cast `array` to `expected` when only the representation differs (string
+/// and binary view or large types, which query engines produce), so such
+/// batches are accepted as they are; `None` when no such cast applies.
+fn same_values(
+    array: &ArrayRef,
+    expected: &DataType,
+) -> Option<std::result::Result<ArrayRef, arrow_schema::ArrowError>> {
+    let representation_only = matches!(
+        (array.data_type(), expected),
+        (DataType::Utf8View | DataType::LargeUtf8, DataType::Utf8)
+            | (
+                DataType::BinaryView | DataType::LargeBinary,
+                DataType::Binary
+            )
+    );
+    representation_only.then(|| arrow_cast::cast(array, expected))
 }

@@ -67,6 +67,23 @@ impl Warehouse {
         .await
     }
 
+    /// Create table `name` with a declared schedule and chain.
+    pub async fn create_table_with_properties(
+        &self,
+        name: &str,
+        schema: TableSchema,
+        properties: crate::format::TableProperties,
+    ) -> Result<Table> {
+        Table::create_with_properties(
+            self.location.child(name)?,
+            name,
+            schema,
+            properties,
+            self.options.clone(),
+        )
+        .await
+    }
+
     /// Open table `name`.
     pub async fn table(&self, name: &str) -> Result<Table> {
         Table::open(self.location.child(name)?, name, self.options.clone()).await

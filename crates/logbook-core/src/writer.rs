@@ -10,6 +10,7 @@ use chrono::NaiveDate;
 use crate::commit::{commit, CommitInfo, PartitionChange, PendingCommit};
 use crate::error::{Error, Result};
 use crate::format::{layout, Operation, RunInfo};
+use crate::intent::{self, RunMarker};
 use crate::snapshot::Snapshot;
 use crate::staging::{delete_files, StagedFiles};
 use crate::table::TableInner;
@@ -31,6 +32,8 @@ pub struct PartitionWriter {
     staged: StagedFiles,
     rows: u64,
     failed: bool,
+    /// This write's intent marker (see [`crate::intent`]).
+    marker: RunMarker,
 }
 
 impl std::fmt::Debug for PartitionWriter {
@@ -59,6 +62,13 @@ impl PartitionWriter {
         };
         let dir = layout::staging_dir(&partition_column, date, table.options.ids.next_id());
         let staged = StagedFiles::new(table.clone(), dir, base.arrow_schema());
+        let now = table.options.clock.now_millis();
+        let marker = RunMarker {
+            date,
+            run_id: run.run_id.clone(),
+            started_ms: now,
+            heartbeat_ms: now,
+        };
         Ok(Self {
             table,
             base,
@@ -68,7 +78,22 @@ impl PartitionWriter {
             staged,
             rows: 0,
             failed: false,
+            marker,
         })
+    }
+
+    /// Say that this write is running (called once it starts).
+    pub(crate) async fn announce(&mut self) {
+        intent::beat(&self.table, &self.marker).await;
+    }
+
+    /// Refresh the intent marker if its heartbeat is due.
+    async fn heartbeat(&mut self) {
+        let now = self.table.options.clock.now_millis();
+        if now - self.marker.heartbeat_ms >= self.table.options.heartbeat_interval_ms {
+            self.marker.heartbeat_ms = now;
+            intent::beat(&self.table, &self.marker).await;
+        }
     }
 
     /// The partition this writer replaces.
@@ -112,6 +137,7 @@ impl PartitionWriter {
         match result {
             Ok(n) => {
                 self.rows += n as u64;
+                self.heartbeat().await;
                 Ok(())
             }
             Err(e) => {
@@ -130,6 +156,7 @@ impl PartitionWriter {
     pub async fn commit(self) -> Result<CommitInfo> {
         if let Err(e) = self.ensure_usable() {
             self.staged.abort().await;
+            intent::clear(&self.table, self.date, &self.marker.run_id).await;
             return Err(e);
         }
         let Self {
@@ -139,9 +166,17 @@ impl PartitionWriter {
             run,
             staged,
             rows,
+            marker,
             ..
         } = self;
-        let files = staged.finish().await?;
+        let run_id = marker.run_id;
+        let files = match staged.finish().await {
+            Ok(files) => files,
+            Err(e) => {
+                intent::clear(&table, date, &run_id).await;
+                return Err(e);
+            }
+        };
         let staged: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
         let pending = PendingCommit::partitions(
             Operation::ReplacePartitions,
@@ -149,7 +184,9 @@ impl PartitionWriter {
             run,
             vec![PartitionChange { date, files, rows }],
         );
-        match commit(&table, pending).await {
+        let outcome = commit(&table, pending).await;
+        intent::clear(&table, date, &run_id).await;
+        match outcome {
             Ok(info) => {
                 if info.already_committed {
                     delete_files(&table, &staged).await;
@@ -169,6 +206,7 @@ impl PartitionWriter {
     /// Give up: delete what this writer staged. Nothing was committed.
     pub async fn abort(self) -> Result<()> {
         self.staged.abort().await;
+        intent::clear(&self.table, self.date, &self.marker.run_id).await;
         Ok(())
     }
 

@@ -16,6 +16,7 @@ use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::{StreamExt, TryStreamExt};
+use logbook_core::reader::ReadOptions;
 use logbook_core::{DataFile, Snapshot, VALID_FROM, VALID_TO};
 
 /// Which rows of a dimension a scan returns.
@@ -144,14 +145,14 @@ impl ExecutionPlan for LogbookScanExec {
     fn execute(
         &self,
         partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let files = self.groups.get(partition).cloned().unwrap_or_default();
         let columns: Vec<&str> = self.read_columns.iter().map(String::as_str).collect();
-        let stream = self
-            .snapshot
-            .scan_files(files, Some(&columns))
-            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let options = ReadOptions::default()
+            .with_batch_size(context.session_config().batch_size())
+            .with_view_types(true);
+        let stream = self.snapshot.scan_files(files, Some(&columns), options);
         let schema = self.schema.clone();
         let validity = self.validity;
         let out = stream

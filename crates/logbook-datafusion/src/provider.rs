@@ -57,7 +57,11 @@ impl LogbookTableProvider {
 
     pub(crate) fn new(table: Table, schema: TableSchema, version: Option<u64>) -> Self {
         Self {
-            arrow: schema.arrow_schema(),
+            // Strings as view types, as DataFusion's own Parquet source reads
+            // them: cheaper hash joins and comparisons on string keys.
+            arrow: Arc::new(logbook_core::reader::with_view_types(
+                &schema.arrow_schema(),
+            )),
             table,
             schema,
             version,

@@ -97,7 +97,8 @@ impl Run {
         let ctx = session(&self.warehouse, options, Some(lineage.clone())).await?;
         let mut run = self.run.clone();
         run.dimensions = Some(self.mode);
-        if run.run_id.is_empty() {
+        let derived_id = run.run_id.is_empty();
+        if derived_id {
             run.run_id = format!(
                 "{}-{}-{}-{}",
                 self.target,
@@ -116,6 +117,7 @@ impl Run {
             ctx,
             lineage,
             writer,
+            derived_id,
         })
     }
 
@@ -147,12 +149,47 @@ pub struct RunContext {
     pub ctx: SessionContext,
     lineage: Arc<Lineage>,
     pub writer: PartitionWriter,
+    /// The run id was derived (no explicit id): it is completed at commit
+    /// with a fingerprint of the inputs read.
+    derived_id: bool,
 }
 
 impl RunContext {
     /// Commit the partition with the inputs read so far as lineage.
+    ///
+    /// Without an explicit run id, the id is derived from the target, date,
+    /// dimension mode, code version and the versions of everything read: re-running
+    /// on the same inputs is recognised as the same run and commits nothing
+    /// new, while a re-run after an input or dimension changed commits.
     pub async fn commit(mut self) -> Result<CommitInfo, QueryError> {
-        self.writer.run_mut().inputs = self.lineage.inputs();
+        let inputs = self.lineage.inputs();
+        if self.derived_id {
+            let run = self.writer.run_mut();
+            run.run_id = format!("{}-{:016x}", run.run_id, fingerprint(&inputs));
+        }
+        self.writer.run_mut().inputs = inputs;
         Ok(self.writer.commit().await?)
     }
+}
+
+/// A stable 64-bit FNV-1a hash of what a run read (tables, versions, dates):
+/// stable across builds and platforms, unlike `std`'s hasher, because run ids
+/// are stored in the log.
+fn fingerprint(inputs: &[logbook_core::InputRead]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            hash ^= u64::from(*b);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    for input in inputs {
+        eat(input.table.as_bytes());
+        eat(&input.version.to_le_bytes());
+        for d in input.dates.iter().flatten() {
+            eat(d.to_string().as_bytes());
+        }
+        eat(b";");
+    }
+    hash
 }

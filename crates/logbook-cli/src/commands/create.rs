@@ -1,5 +1,5 @@
 use logbook_core::schema::columns_from_arrow;
-use logbook_core::{TableSchema, Warehouse};
+use logbook_core::{TableProperties, TableSchema, Warehouse};
 
 use super::CliError;
 use crate::input;
@@ -21,6 +21,13 @@ pub struct Args {
     /// The dimension's business key column(s), comma-separated.
     #[arg(long, value_delimiter = ',')]
     key: Vec<String>,
+    /// The first logical date of the table's daily schedule (for `status` and `plan`).
+    #[arg(long)]
+    schedule_start: Option<chrono::NaiveDate>,
+    /// Each date reads the previous date (a running balance): recommitting a
+    /// date makes every later date stale.
+    #[arg(long)]
+    depends_on_previous: bool,
 }
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
@@ -43,7 +50,13 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
             )
         }
     };
-    let table = warehouse.create_table(&args.table, schema.clone()).await?;
+    let properties = TableProperties {
+        schedule_start: args.schedule_start,
+        depends_on_previous: args.depends_on_previous,
+    };
+    let table = warehouse
+        .create_table_with_properties(&args.table, schema.clone(), properties)
+        .await?;
     println!(
         "created table {} ({}), {how}, at {}",
         table.name(),

@@ -237,7 +237,7 @@ async fn compare(warehouse: &Warehouse, nightly_version: u64) -> Result<(), CliE
             .map_err(|e| query_err(e.into()))?;
         for b in batches {
             let d = b.column(0).as_primitive::<Date32Type>();
-            let r = b.column(1).as_string::<i32>();
+            let r = b.column(1).as_string_view();
             let v = b.column(2).as_primitive::<Float64Type>();
             for j in 0..b.num_rows() {
                 let key = (

@@ -1,12 +1,15 @@
 //! One module per subcommand.
 
+pub mod alter;
 pub mod apply;
+pub mod backfill;
 pub mod create;
 pub mod demo;
 pub mod log;
 pub mod partitions;
 pub mod run;
 pub mod sql;
+pub mod status;
 pub mod write;
 
 use logbook_core::Warehouse;
@@ -18,6 +21,9 @@ pub enum CliError {
     Logbook(#[from] logbook_core::Error),
     #[error("{0}")]
     Input(String),
+    /// The command ran and found or caused failures (check problems, failed dates).
+    #[error("{0}")]
+    Failed(String),
 }
 
 pub async fn tables(warehouse: &Warehouse) -> Result<(), CliError> {

@@ -1,0 +1,471 @@
+//! Partition states and their reasons.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{Days, NaiveDate};
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::format::{DateRange, DimensionMode, InputRead, Operation, PartitionEntry};
+use crate::intent::{self, RunMarker};
+use crate::lifecycle::check::{check, CheckDepth, Problem};
+use crate::snapshot::Snapshot;
+use crate::table::Table;
+use crate::warehouse::Warehouse;
+
+/// The state of one scheduled date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartitionState {
+    /// Never committed.
+    Missing,
+    /// A write for the date is staged and not committed (its writer's
+    /// heartbeat is recent).
+    Running,
+    /// Committed, and nothing it depends on changed since.
+    Complete,
+    /// Committed, but something it depends on changed since: see the reasons.
+    Stale,
+    /// The integrity check found a problem with its files.
+    Corrupt,
+}
+
+impl PartitionState {
+    /// One letter, for calendars on terminals without colour.
+    pub fn letter(self) -> char {
+        match self {
+            PartitionState::Missing => 'M',
+            PartitionState::Running => 'R',
+            PartitionState::Complete => 'C',
+            PartitionState::Stale => 'S',
+            PartitionState::Corrupt => 'X',
+        }
+    }
+
+    /// All states, in display order.
+    pub const ALL: [PartitionState; 5] = [
+        PartitionState::Complete,
+        PartitionState::Stale,
+        PartitionState::Missing,
+        PartitionState::Running,
+        PartitionState::Corrupt,
+    ];
+}
+
+impl std::fmt::Display for PartitionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PartitionState::Missing => "missing",
+            PartitionState::Running => "running",
+            PartitionState::Complete => "complete",
+            PartitionState::Stale => "stale",
+            PartitionState::Corrupt => "corrupt",
+        })
+    }
+}
+
+/// Why a committed partition is stale.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum StaleReason {
+    /// The table's current code version differs from the one that wrote it.
+    Code {
+        written: Option<String>,
+        current: String,
+    },
+    /// An input partition it read was replaced after the run read it.
+    Input {
+        table: String,
+        date: NaiveDate,
+        read_version: u64,
+        replaced_at: u64,
+    },
+    /// A dimension it read changed for its date (as-of) or at all (current).
+    Dimension {
+        table: String,
+        mode: DimensionMode,
+        read_version: u64,
+        changed_at: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        affected: Option<DateRange>,
+    },
+    /// The table is a chain and the previous date was recommitted after this
+    /// one was written (`recommitted_at`), or is itself not complete.
+    Previous {
+        date: NaiveDate,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        recommitted_at: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        previous_state: Option<PartitionState>,
+    },
+}
+
+impl std::fmt::Display for StaleReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StaleReason::Code { written, current } => write!(
+                f,
+                "code: written by {} but the table's code is {current}",
+                written.as_deref().unwrap_or("an undeclared version")
+            ),
+            StaleReason::Input {
+                table,
+                date,
+                read_version,
+                replaced_at,
+            } => write!(
+                f,
+                "input: {table} {date} was replaced at version {replaced_at} after the run read version {read_version}"
+            ),
+            StaleReason::Dimension {
+                table,
+                mode,
+                read_version,
+                changed_at,
+                ..
+            } => write!(
+                f,
+                "dimension: {table} changed at version {changed_at} after the run read version {read_version} ({mode})"
+            ),
+            StaleReason::Previous {
+                date,
+                recommitted_at: Some(v),
+                ..
+            } => write!(f, "previous: {date} was recommitted at version {v}"),
+            StaleReason::Previous {
+                date,
+                previous_state,
+                ..
+            } => write!(
+                f,
+                "previous: {date} is {}",
+                previous_state.map_or("not complete".to_string(), |s| s.to_string())
+            ),
+        }
+    }
+}
+
+/// The state of one date, with everything that explains it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DateStatus {
+    pub date: NaiveDate,
+    pub state: PartitionState,
+    /// Why it is stale (empty otherwise).
+    pub reasons: Vec<StaleReason>,
+    /// The version that last committed the date.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+    /// Problems the integrity check found (state `corrupt`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<Problem>,
+    /// Writes of the date in progress or abandoned.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<RunningWrite>,
+}
+
+/// A write that left an intent marker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunningWrite {
+    #[serde(flatten)]
+    pub marker: RunMarker,
+    /// Its heartbeat stopped longer ago than the table's running timeout.
+    pub abandoned: bool,
+}
+
+/// The states of a table's scheduled dates.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableStatus {
+    pub table: String,
+    /// The snapshot the states were computed at.
+    pub version: u64,
+    pub depends_on_previous: bool,
+    pub dates: Vec<DateStatus>,
+}
+
+impl TableStatus {
+    /// How many dates are in `state`.
+    pub fn count(&self, state: PartitionState) -> usize {
+        self.dates.iter().filter(|d| d.state == state).count()
+    }
+
+    /// The status of `date`, if it is in range.
+    pub fn get(&self, date: NaiveDate) -> Option<&DateStatus> {
+        self.dates
+            .binary_search_by(|d| d.date.cmp(&date))
+            .ok()
+            .map(|i| &self.dates[i])
+    }
+}
+
+/// The state of every scheduled date of `table` from `from` to `to`
+/// (inclusive).
+///
+/// The range starts by default at the table's schedule start (or its first
+/// committed date when it declares none). Chain (`previous`) reasons are
+/// computed from the schedule start whatever `from` is. The check used here
+/// is the cheap one ([`CheckDepth::Listing`]: files exist with their sizes).
+///
+/// ```
+/// # #[tokio::main] async fn main() -> logbook_core::Result<()> {
+/// use chrono::NaiveDate;
+/// use logbook_core::lifecycle::{status, PartitionState};
+/// use logbook_core::{RunInfo, TableProperties, Warehouse, schema::TableSchema};
+/// let wh = Warehouse::open("memory://")?;
+/// let d = |day| NaiveDate::from_ymd_opt(2026, 3, day).unwrap();
+/// let props = TableProperties { schedule_start: Some(d(1)), ..Default::default() };
+/// let schema = TableSchema::parse_spec("t", "date:date,n:int64", "date")?;
+/// let t = wh.create_table_with_properties("t", schema, props).await?;
+/// t.replace_partition(d(2), RunInfo::new("r-2")).await?.commit().await?;
+/// let s = status(&wh, "t", None, d(3)).await?;
+/// let states: Vec<_> = s.dates.iter().map(|x| x.state).collect();
+/// assert_eq!(states, [PartitionState::Missing, PartitionState::Complete, PartitionState::Missing]);
+/// # Ok(()) }
+/// ```
+pub async fn status(
+    warehouse: &Warehouse,
+    table: &str,
+    from: Option<NaiveDate>,
+    to: NaiveDate,
+) -> Result<TableStatus> {
+    let handle = warehouse.table(table).await?;
+    let snap = handle.latest().await?;
+    let parts: BTreeMap<NaiveDate, PartitionEntry> = snap
+        .partitions()
+        .await?
+        .into_iter()
+        .map(|p| (p.date, p))
+        .collect();
+    let props = snap.properties().clone();
+    let Some(start) = props
+        .schedule_start
+        .or_else(|| parts.keys().next().copied())
+    else {
+        return Ok(TableStatus {
+            table: table.to_string(),
+            version: snap.version(),
+            depends_on_previous: props.depends_on_previous,
+            dates: vec![],
+        });
+    };
+    let report = check(&handle, &snap, CheckDepth::Listing).await?;
+    let mut problems: BTreeMap<NaiveDate, Vec<Problem>> = BTreeMap::new();
+    for p in report.problems {
+        if let Some(d) = p.date {
+            problems.entry(d).or_default().push(p);
+        }
+    }
+    let now = handle.inner.options.clock.now_millis();
+    let timeout = handle.inner.options.running_timeout_ms;
+    let mut runs: BTreeMap<NaiveDate, Vec<RunningWrite>> = BTreeMap::new();
+    for marker in intent::list(&handle.inner).await? {
+        let abandoned = marker.abandoned(now, timeout);
+        runs.entry(marker.date)
+            .or_default()
+            .push(RunningWrite { marker, abandoned });
+    }
+    let current_code = parts
+        .values()
+        .filter_map(|p| {
+            let code = p.run.as_ref()?.code_version.as_ref()?;
+            Some((p.version, code.clone()))
+        })
+        .max()
+        .map(|(_, c)| c);
+    let mut inputs = Inputs::new(warehouse);
+    let mut dates = Vec::new();
+    let mut previous: Option<(PartitionState, Option<u64>)> = None;
+    let mut date = start;
+    while date <= to {
+        let mut status = DateStatus {
+            date,
+            state: PartitionState::Missing,
+            reasons: vec![],
+            version: None,
+            problems: problems.remove(&date).unwrap_or_default(),
+            runs: runs.remove(&date).unwrap_or_default(),
+        };
+        if let Some(p) = parts.get(&date) {
+            status.version = Some(p.version);
+            status.reasons = inputs.reasons(p, current_code.as_deref()).await?;
+            if props.depends_on_previous {
+                if let Some(r) = previous_reason(date, p.version, previous) {
+                    status.reasons.push(r);
+                }
+            }
+            status.state = if !status.problems.is_empty() {
+                PartitionState::Corrupt
+            } else if !status.reasons.is_empty() {
+                PartitionState::Stale
+            } else {
+                PartitionState::Complete
+            };
+        }
+        previous = Some((status.state, status.version));
+        // A live writer of the date matters more than what it will replace.
+        if status.runs.iter().any(|r| !r.abandoned) {
+            status.state = PartitionState::Running;
+        }
+        if from.is_none_or(|f| date >= f) {
+            dates.push(status);
+        }
+        date = match date.checked_add_days(Days::new(1)) {
+            Some(d) => d,
+            None => break,
+        };
+    }
+    Ok(TableStatus {
+        table: table.to_string(),
+        version: snap.version(),
+        depends_on_previous: props.depends_on_previous,
+        dates,
+    })
+}
+
+/// The chain reason for a date written at `version`, given the previous
+/// date's state and version (`None` for the first scheduled date).
+fn previous_reason(
+    date: NaiveDate,
+    version: u64,
+    previous: Option<(PartitionState, Option<u64>)>,
+) -> Option<StaleReason> {
+    let (state, prev_version) = previous?;
+    let prev_date = date.pred_opt()?;
+    match prev_version {
+        Some(v) if v > version => Some(StaleReason::Previous {
+            date: prev_date,
+            recommitted_at: Some(v),
+            previous_state: None,
+        }),
+        _ if state != PartitionState::Complete => Some(StaleReason::Previous {
+            date: prev_date,
+            recommitted_at: None,
+            previous_state: Some(state),
+        }),
+        _ => None,
+    }
+}
+
+/// The other tables a partition read, opened once per status computation.
+struct Inputs<'a> {
+    warehouse: &'a Warehouse,
+    snapshots: HashMap<String, Option<Snapshot>>,
+    /// Per dimension: its data-changing commits (version, affected range).
+    changes: HashMap<String, Vec<(u64, Option<DateRange>)>>,
+}
+
+impl<'a> Inputs<'a> {
+    fn new(warehouse: &'a Warehouse) -> Self {
+        Self {
+            warehouse,
+            snapshots: HashMap::new(),
+            changes: HashMap::new(),
+        }
+    }
+
+    async fn reasons(
+        &mut self,
+        p: &PartitionEntry,
+        current_code: Option<&str>,
+    ) -> Result<Vec<StaleReason>> {
+        let mut reasons = Vec::new();
+        let Some(run) = &p.run else {
+            return Ok(reasons);
+        };
+        if let Some(current) = current_code {
+            if run.code_version.as_deref() != Some(current) {
+                reasons.push(StaleReason::Code {
+                    written: run.code_version.clone(),
+                    current: current.to_string(),
+                });
+            }
+        }
+        for input in &run.inputs {
+            if input.dimension {
+                let mode = run.dimensions.unwrap_or(DimensionMode::AsOf);
+                if let Some(r) = self.dimension_reason(input, mode, p.date).await? {
+                    reasons.push(r);
+                }
+            } else {
+                reasons.extend(self.input_reasons(input).await?);
+            }
+        }
+        Ok(reasons)
+    }
+
+    async fn snapshot(&mut self, table: &str) -> Result<Option<Snapshot>> {
+        if let Some(s) = self.snapshots.get(table) {
+            return Ok(s.clone());
+        }
+        // An input that was since dropped cannot make anything stale.
+        let snap = match self.warehouse.table(table).await {
+            Ok(t) => Some(t.latest().await?),
+            Err(e) if e.kind() == crate::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        self.snapshots.insert(table.to_string(), snap.clone());
+        Ok(snap)
+    }
+
+    async fn input_reasons(&mut self, input: &InputRead) -> Result<Vec<StaleReason>> {
+        let Some(snap) = self.snapshot(&input.table).await? else {
+            return Ok(vec![]);
+        };
+        let mut reasons = Vec::new();
+        for date in input.dates.iter().flatten() {
+            if let Some(now) = snap.partition(*date).await? {
+                if now.version > input.version {
+                    reasons.push(StaleReason::Input {
+                        table: input.table.clone(),
+                        date: *date,
+                        read_version: input.version,
+                        replaced_at: now.version,
+                    });
+                }
+            }
+        }
+        Ok(reasons)
+    }
+
+    async fn dimension_reason(
+        &mut self,
+        input: &InputRead,
+        mode: DimensionMode,
+        date: NaiveDate,
+    ) -> Result<Option<StaleReason>> {
+        if !self.changes.contains_key(&input.table) {
+            let changes = match self.warehouse.table(&input.table).await {
+                Ok(t) => dimension_changes(&t).await?,
+                Err(e) if e.kind() == crate::ErrorKind::NotFound => vec![],
+                Err(e) => return Err(e),
+            };
+            self.changes.insert(input.table.clone(), changes);
+        }
+        let changes = &self.changes[&input.table];
+        let hit = changes.iter().find(|(v, affected)| {
+            *v > input.version
+                && match (mode, affected) {
+                    (_, None) => false,
+                    (DimensionMode::AsOf, Some(range)) => range.contains(date),
+                    (DimensionMode::Current, Some(_)) => true,
+                }
+        });
+        Ok(hit.map(|(v, affected)| StaleReason::Dimension {
+            table: input.table.clone(),
+            mode,
+            read_version: input.version,
+            changed_at: *v,
+            affected: *affected,
+        }))
+    }
+}
+
+/// A dimension's commits that changed rows, oldest first.
+async fn dimension_changes(table: &Table) -> Result<Vec<(u64, Option<DateRange>)>> {
+    Ok(table
+        .history()
+        .await?
+        .into_iter()
+        .filter(|e| e.operation == Operation::ApplyDimension)
+        .map(|e| (e.version, e.affected))
+        .collect())
+}
