@@ -398,3 +398,286 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         })
         .collect()
 }
+
+/// A backfill command that writes one row for `{date}` (value `n`) and
+/// appends the date to `order.log`, failing for `fail_on` if given.
+fn backfill_command(dir: &Path, table: &str, n: i64, fail_on: Option<&str>) -> String {
+    let bin = env!("CARGO_BIN_EXE_logbook");
+    let d = dir.display();
+    let fail = fail_on
+        .map(|f| {
+            format!("[ {{date}} != {f} ] || {{ echo 'error: boom on {{date}}' >&2; exit 3; }}; ")
+        })
+        .unwrap_or_default();
+    format!(
+        "{fail}printf 'date,n\\n{{date}},{n}\\n' > {d}/{{date}}.csv && {bin} write {table} --date {{date}} {d}/{{date}}.csv && echo {{date}} >> {d}/order.log"
+    )
+}
+
+fn states(wh: &Path, table: &str, to: &str) -> Vec<(String, String)> {
+    let out = ok(&logbook(wh, &["status", table, "--to", to, "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["date"].as_str().unwrap().to_string(),
+                d["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn taken(dir: &Path) -> Vec<String> {
+    let log = std::fs::read_to_string(dir.join("order.log")).unwrap_or_default();
+    std::fs::remove_file(dir.join("order.log")).ok();
+    log.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn a_chain_backfills_in_order_stops_at_a_failure_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    ok(&logbook(
+        &wh,
+        &[
+            "create",
+            "balances",
+            "--schema",
+            "date:date,n:int64",
+            "--partition-by",
+            "date",
+            "--schedule-start",
+            "2026-03-01",
+            "--depends-on-previous",
+        ],
+    ));
+    let all_missing = states(&wh, "balances", "2026-03-06");
+    assert_eq!(all_missing.len(), 6);
+    assert!(all_missing.iter().all(|(_, s)| s == "missing"));
+
+    let cmd = backfill_command(dir.path(), "balances", 1, None);
+    let dry = ok(&logbook(
+        &wh,
+        &[
+            "backfill",
+            "balances",
+            "--to",
+            "2026-03-06",
+            "--command",
+            &cmd,
+            "--dry-run",
+        ],
+    ));
+    assert!(
+        dry.contains("would recompute 6 date(s)") && dry.contains("2026-03-06.csv"),
+        "{dry}"
+    );
+    assert!(taken(dir.path()).is_empty(), "a dry run runs nothing");
+
+    // max-parallel is ignored for a chain: strictly in date order.
+    ok(&logbook(
+        &wh,
+        &[
+            "backfill",
+            "balances",
+            "--to",
+            "2026-03-06",
+            "--command",
+            &cmd,
+            "--max-parallel",
+            "4",
+        ],
+    ));
+    let days: Vec<String> = (1..=6).map(|d| format!("2026-03-0{d}")).collect();
+    assert_eq!(taken(dir.path()), days);
+    assert!(states(&wh, "balances", "2026-03-06")
+        .iter()
+        .all(|(_, s)| s == "complete"));
+
+    // Fix day 2: days 3..6 are stale. A backfill failing on day 4 stops the chain.
+    ok(&logbook(
+        &wh,
+        &[
+            "write",
+            "balances",
+            "--date",
+            "2026-03-02",
+            dir.path().join("2026-03-02.csv").to_str().unwrap(),
+        ],
+    ));
+    let plan = ok(&logbook(&wh, &["plan", "balances", "--to", "2026-03-06"]));
+    assert!(
+        plan.contains("4 date(s)") && plan.contains("previous: 2026-03-02 was recommitted"),
+        "{plan}"
+    );
+    let failing = backfill_command(dir.path(), "balances", 2, Some("2026-03-04"));
+    let out = logbook(
+        &wh,
+        &[
+            "backfill",
+            "balances",
+            "--to",
+            "2026-03-06",
+            "--command",
+            &failing,
+        ],
+    );
+    let err = refused(&out);
+    assert!(
+        err.contains("run the same command again to resume"),
+        "{err}"
+    );
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("2026-03-04 FAILED") && report.contains("boom on 2026-03-04"),
+        "{report}"
+    );
+    assert!(
+        report.contains("1 done, 0 skipped, 1 failed, 2 not started"),
+        "{report}"
+    );
+    assert_eq!(taken(dir.path()), ["2026-03-03"]);
+
+    // Re-running resumes: day 3 is complete now, so 4, 5, 6 in order.
+    let fixed = backfill_command(dir.path(), "balances", 2, None);
+    ok(&logbook(
+        &wh,
+        &[
+            "backfill",
+            "balances",
+            "--to",
+            "2026-03-06",
+            "--command",
+            &fixed,
+        ],
+    ));
+    assert_eq!(
+        taken(dir.path()),
+        ["2026-03-04", "2026-03-05", "2026-03-06"]
+    );
+    assert!(states(&wh, "balances", "2026-03-06")
+        .iter()
+        .all(|(_, s)| s == "complete"));
+}
+
+#[test]
+fn a_date_the_scheduled_run_commits_during_a_backfill_is_skipped_not_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    ok(&logbook(
+        &wh,
+        &[
+            "create",
+            "daily",
+            "--schema",
+            "date:date,n:int64",
+            "--partition-by",
+            "date",
+            "--schedule-start",
+            "2026-03-01",
+        ],
+    ));
+    // While the backfill does March 1, tonight's scheduled run commits March 3.
+    let prod = dir.path().join("prod.csv");
+    std::fs::write(&prod, "date,n\n2026-03-03,42\n").unwrap();
+    let bin = env!("CARGO_BIN_EXE_logbook");
+    let cmd = format!(
+        "{} && if [ {{date}} = 2026-03-01 ]; then {bin} write daily --date 2026-03-03 --run-id scheduled-0303 {}; fi",
+        backfill_command(dir.path(), "daily", 1, None),
+        prod.display()
+    );
+    let out = ok(&logbook(
+        &wh,
+        &["backfill", "daily", "--to", "2026-03-03", "--command", &cmd],
+    ));
+    assert!(
+        out.contains("2026-03-03 skipped: committed by run scheduled-0303"),
+        "{out}"
+    );
+    assert!(out.contains("2 done, 1 skipped, 0 failed"), "{out}");
+    let parts = partitions(&wh, "daily");
+    let march3 = parts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["date"] == "2026-03-03")
+        .unwrap();
+    assert_eq!(march3["run_id"], "scheduled-0303", "{march3}");
+    assert_eq!(taken(dir.path()), ["2026-03-01", "2026-03-02"]);
+}
+
+#[test]
+fn check_names_a_damaged_file_and_status_marks_its_date_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    create_orders(&wh);
+    ok(&logbook(
+        &wh,
+        &[
+            "write",
+            "orders",
+            "--date",
+            "2026-03-15",
+            fixture("orders-2026-03-15.csv").to_str().unwrap(),
+        ],
+    ));
+    ok(&logbook(
+        &wh,
+        &[
+            "write",
+            "orders",
+            "--date",
+            "2026-03-16",
+            fixture("orders-2026-03-16.csv").to_str().unwrap(),
+        ],
+    ));
+    let clean = ok(&logbook(&wh, &["check", "orders"]));
+    assert!(clean.contains("2 file(s) checked, 0 problem(s)"), "{clean}");
+    let victim = walk(&wh.join("orders"))
+        .into_iter()
+        .find(|p| {
+            p.to_string_lossy().contains("2026-03-16")
+                && p.extension().is_some_and(|e| e == "parquet")
+        })
+        .unwrap();
+    std::fs::remove_file(&victim).unwrap();
+    let out = logbook(&wh, &["check", "orders"]);
+    let err = refused(&out);
+    assert!(err.contains("check found 1 problem"), "{err}");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("partition 2026-03-16")
+            && report.contains(victim.file_name().unwrap().to_str().unwrap())
+            && report.contains("missing"),
+        "{report}"
+    );
+    let s = states(&wh, "orders", "2026-03-16");
+    assert_eq!(
+        s,
+        [
+            ("2026-03-15".to_string(), "complete".to_string()),
+            ("2026-03-16".to_string(), "corrupt".to_string())
+        ]
+    );
+    let grid = ok(&logbook(&wh, &["status", "orders", "--to", "2026-03-16"]));
+    assert!(
+        grid.contains("2026-03\n Mo Tu We Th Fr Sa Su") && grid.contains("corrupt   1"),
+        "{grid}"
+    );
+    // Alter is a commit in the log.
+    ok(&logbook(
+        &wh,
+        &["alter", "orders", "--schedule-start", "2026-03-14"],
+    ));
+    let log = ok(&logbook(&wh, &["log", "orders"]));
+    assert!(log.contains("alter"), "{log}");
+    assert_eq!(
+        states(&wh, "orders", "2026-03-16")[0],
+        ("2026-03-14".to_string(), "missing".to_string())
+    );
+    let nothing = logbook(&wh, &["alter", "orders"]);
+    assert!(!nothing.status.success());
+    assert!(String::from_utf8_lossy(&nothing.stderr).contains("--schedule-start"));
+}
