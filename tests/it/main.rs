@@ -9,5 +9,6 @@ mod lifecycle;
 mod local_fs;
 mod query;
 mod replace;
+mod stage;
 mod time_travel;
 mod validation;

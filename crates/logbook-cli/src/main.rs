@@ -58,6 +58,9 @@ enum Command {
     Check(commands::status::CheckArgs),
     /// Recompute planned dates by running a command per date, at most N at a time.
     Backfill(commands::backfill::Args),
+    /// Audit, publish or drop a staged backfill.
+    #[command(subcommand)]
+    Stage(commands::stage::Command),
     /// The worked example: 90 days of orders, a dimension that changes, a
     /// nightly job, and its fix backfilled as corrected original and as restated.
     Demo(commands::demo::Args),
@@ -113,6 +116,7 @@ async fn run(cli: Cli) -> Result<(), commands::CliError> {
         Command::Plan(args) => commands::status::plan(&warehouse, args).await,
         Command::Check(args) => commands::status::check(&warehouse, args).await,
         Command::Backfill(args) => commands::backfill::run(&warehouse, &cli.warehouse, args).await,
+        Command::Stage(command) => commands::stage::run(&warehouse, command).await,
         Command::Demo(args) => commands::demo::run(&warehouse, args).await,
     }
 }

@@ -681,3 +681,105 @@ fn check_names_a_damaged_file_and_status_marks_its_date_corrupt() {
     assert!(!nothing.status.success());
     assert!(String::from_utf8_lossy(&nothing.stderr).contains("--schedule-start"));
 }
+
+#[test]
+fn a_staged_backfill_is_audited_then_published_in_one_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    ok(&logbook(
+        &wh,
+        &[
+            "create",
+            "daily",
+            "--schema",
+            "date:date,n:int64",
+            "--partition-by",
+            "date",
+            "--schedule-start",
+            "2026-03-01",
+        ],
+    ));
+    let first = backfill_command(dir.path(), "daily", 1, None);
+    ok(&logbook(
+        &wh,
+        &[
+            "backfill",
+            "daily",
+            "--to",
+            "2026-03-03",
+            "--command",
+            &first,
+        ],
+    ));
+    taken(dir.path());
+    let commits = log_len(&wh, "daily");
+
+    // The same commands, unchanged, write into the stage through LOGBOOK_STAGE.
+    let fixed = backfill_command(dir.path(), "daily", 7, None);
+    let out = ok(&logbook(
+        &wh,
+        &[
+            "backfill",
+            "daily",
+            "--to",
+            "2026-03-03",
+            "--only",
+            "all",
+            "--stage",
+            "fix",
+            "--command",
+            &fixed,
+        ],
+    ));
+    assert!(
+        out.contains("3 done") && out.contains("staged in fix"),
+        "{out}"
+    );
+    assert_eq!(log_len(&wh, "daily"), commits, "staging commits nothing");
+    // Resuming skips what is already staged.
+    let again = ok(&logbook(
+        &wh,
+        &[
+            "backfill",
+            "daily",
+            "--to",
+            "2026-03-03",
+            "--only",
+            "all",
+            "--stage",
+            "fix",
+            "--command",
+            &fixed,
+        ],
+    ));
+    assert!(again.contains("0 done, 3 skipped"), "{again}");
+
+    let diff: serde_json::Value = serde_json::from_str(&ok(&logbook(
+        &wh,
+        &["stage", "diff", "daily", "fix", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(diff.as_array().unwrap().len(), 3);
+    assert_eq!(diff[0]["old_rows"], 1);
+    assert_eq!(diff[0]["sums"]["n"], serde_json::json!([1.0, 7.0]));
+    let grid = ok(&logbook(&wh, &["stage", "diff", "daily", "fix"]));
+    assert!(
+        grid.contains("old sum(n)") && grid.contains("2026-03-02"),
+        "{grid}"
+    );
+
+    let published = ok(&logbook(&wh, &["stage", "publish", "daily", "fix"]));
+    assert!(published.contains("3 date(s)"), "{published}");
+    assert_eq!(
+        log_len(&wh, "daily"),
+        commits + 1,
+        "one commit for all dates"
+    );
+    let out = ok(&logbook(
+        &wh,
+        &["sql", "SELECT sum(n) AS n FROM daily", "--format", "csv"],
+    ));
+    assert!(out.contains("21"), "{out}");
+    let gone = refused(&logbook(&wh, &["stage", "publish", "daily", "fix"]));
+    assert!(gone.contains("has no stage \"fix\""), "{gone}");
+}

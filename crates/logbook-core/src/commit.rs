@@ -28,6 +28,9 @@ pub(crate) struct PartitionChange {
     pub date: NaiveDate,
     pub files: Vec<DataFile>,
     pub rows: u64,
+    /// The run that computed this partition, when it is not the commit's
+    /// own run (a published stage keeps each date's lineage).
+    pub run: Option<RunInfo>,
 }
 
 /// New contents of a whole dimension.
@@ -99,6 +102,10 @@ pub struct CommitInfo {
     /// True if this run id had already committed these dates, so nothing new
     /// was committed and `version` is the earlier commit.
     pub already_committed: bool,
+    /// Set when the write went into this named stage instead: nothing is
+    /// visible until the stage is published, and `version` is the table
+    /// version the write started from.
+    pub staged: Option<String>,
 }
 
 /// How a commit attempt failed, with whether staged files may be deleted.
@@ -145,6 +152,7 @@ pub(crate) async fn commit(
             return Ok(CommitInfo {
                 version,
                 already_committed: true,
+                staged: None,
             });
         }
         let version = head + 1;
@@ -186,6 +194,7 @@ pub(crate) async fn commit(
         return Ok(CommitInfo {
             version,
             already_committed: false,
+            staged: None,
         });
     }
     Err(fail(
@@ -220,6 +229,7 @@ fn check_conflict(
         return Some(Ok(CommitInfo {
             version: entry.version,
             already_committed: true,
+            staged: None,
         }));
     }
     Some(Err(Error::PartitionConflict {
@@ -306,7 +316,7 @@ async fn write_manifests(
                     commit_id,
                     rows: c.rows,
                     files: c.files.clone(),
-                    run: Some(pending.run.clone()),
+                    run: Some(c.run.clone().unwrap_or_else(|| pending.run.clone())),
                     earlier_runs,
                 },
             );

@@ -70,6 +70,17 @@ pub enum Error {
     InvalidInput { table: String, reason: String },
 
     #[error(
+        "table {table}, stage {stage}, partition {date}: conflict: version {winning_version} replaced this date on the main line after the stage began at version {base_version}; re-stage the date or publish with --force"
+    )]
+    StageConflict {
+        table: String,
+        stage: String,
+        date: chrono::NaiveDate,
+        base_version: u64,
+        winning_version: u64,
+    },
+
+    #[error(
         "table {table}, partition {date}: conflict: version {winning_version} replaced this date after this write started from version {base_version}; re-run from the latest snapshot"
     )]
     PartitionConflict {
@@ -166,7 +177,9 @@ impl Error {
             | InvalidInput { .. }
             | WriterClosed { .. }
             | DimensionInvariant { .. } => ErrorKind::InvalidInput,
-            PartitionConflict { .. } | DimensionConflict { .. } => ErrorKind::Conflict,
+            PartitionConflict { .. } | DimensionConflict { .. } | StageConflict { .. } => {
+                ErrorKind::Conflict
+            }
             CommitContention { .. } => ErrorKind::Transient,
             TableNotFound { .. } | VersionNotFound { .. } | NoVersionAtTime { .. } => {
                 ErrorKind::NotFound

@@ -33,6 +33,8 @@ pub enum Operation {
     ApplyDimension,
     /// Changed the table's properties (schedule, chain); no data changed.
     SetProperties,
+    /// Published a named stage: every staged date replaced in one commit.
+    PublishStage,
 }
 
 impl std::fmt::Display for Operation {
@@ -42,6 +44,7 @@ impl std::fmt::Display for Operation {
             Operation::ReplacePartitions => "replace",
             Operation::ApplyDimension => "apply",
             Operation::SetProperties => "alter",
+            Operation::PublishStage => "publish",
         })
     }
 }
@@ -349,6 +352,23 @@ pub mod layout {
     /// The intent marker of a run writing `date`.
     pub fn running_marker(date: chrono::NaiveDate, run_id: &str) -> String {
         format!("{RUNNING_DIR}/{date}/{run_id}.json")
+    }
+
+    pub const STAGES_DIR: &str = "_logbook/stages";
+
+    /// A stage's own record.
+    pub fn stage_info(name: &str) -> String {
+        format!("{STAGES_DIR}/{name}/stage.json")
+    }
+
+    /// Where a stage records its staged dates.
+    pub fn stage_dates(name: &str) -> String {
+        format!("{STAGES_DIR}/{name}/dates")
+    }
+
+    /// One staged date of a stage.
+    pub fn stage_date(name: &str, date: chrono::NaiveDate) -> String {
+        format!("{STAGES_DIR}/{name}/dates/{date}.json")
     }
 
     /// Where one version of a dimension's rows is staged.

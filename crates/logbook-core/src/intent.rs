@@ -63,11 +63,9 @@ pub(crate) async fn list(table: &TableInner) -> Result<Vec<RunMarker>> {
     let mut markers = Vec::new();
     for o in objects {
         let rel = table.location.relative(&o.location);
-        match table.get_json::<RunMarker>(&rel).await {
-            Ok(m) => markers.push(m),
-            // Deleted between the listing and the read: the run finished.
-            Err(e) if e.kind() == crate::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+        // None: deleted between the listing and the read (the run finished).
+        if let Some(m) = table.get_json_opt::<RunMarker>(&rel).await? {
+            markers.push(m);
         }
     }
     Ok(markers)

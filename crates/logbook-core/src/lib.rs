@@ -25,6 +25,7 @@ pub mod reader;
 pub(crate) mod scd2;
 pub mod schema;
 pub mod snapshot;
+pub mod stage;
 mod staging;
 pub mod storage;
 pub mod table;
@@ -42,6 +43,7 @@ pub use format::{
 pub use options::TableOptions;
 pub use schema::{ColumnType, TableKind, TableSchema, VALID_FROM, VALID_TO};
 pub use snapshot::Snapshot;
+pub use stage::{Stage, StageDiff, StageInfo, StagedPartition};
 pub use storage::StorageLocation;
 pub use table::Table;
 pub use warehouse::Warehouse;

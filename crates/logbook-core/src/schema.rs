@@ -31,6 +31,14 @@ pub enum ColumnType {
 }
 
 impl ColumnType {
+    /// Integers and floats (what a stage diff sums).
+    pub fn is_numeric(self) -> bool {
+        matches!(
+            self,
+            ColumnType::Int32 | ColumnType::Int64 | ColumnType::Float32 | ColumnType::Float64
+        )
+    }
+
     const ALL: [(&'static str, ColumnType); 9] = [
         ("bool", ColumnType::Bool),
         ("int32", ColumnType::Int32),

@@ -366,19 +366,28 @@ impl TableInner {
         })
     }
 
+    /// Read a JSON object the log references: missing means corrupt.
     pub(crate) async fn get_json<T: DeserializeOwned>(&self, relative: &str) -> Result<T> {
+        self.get_json_opt(relative)
+            .await?
+            .ok_or_else(|| Error::Corrupt {
+                table: self.name.clone(),
+                path: relative.to_string(),
+                reason: "referenced by the log but missing".into(),
+            })
+    }
+
+    /// Read a JSON object that may legitimately be absent (markers, stages).
+    pub(crate) async fn get_json_opt<T: DeserializeOwned>(
+        &self,
+        relative: &str,
+    ) -> Result<Option<T>> {
         let path = self.location.path(relative);
-        let bytes = async { self.location.store().get(&path).await?.bytes().await }
-            .await
-            .map_err(|e| match e {
-                object_store::Error::NotFound { .. } => Error::Corrupt {
-                    table: self.name.clone(),
-                    path: relative.to_string(),
-                    reason: "referenced by the log but missing".into(),
-                },
-                e => Error::storage(&path, e),
-            })?;
-        self.decode(relative, &bytes)
+        match async { self.location.store().get(&path).await?.bytes().await }.await {
+            Ok(bytes) => self.decode(relative, &bytes).map(Some),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(Error::storage(&path, e)),
+        }
     }
 
     pub(crate) async fn put_json<T: Serialize>(&self, relative: &str, value: &T) -> Result<()> {

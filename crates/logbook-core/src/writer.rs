@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::format::{layout, Operation, RunInfo};
 use crate::intent::{self, RunMarker};
 use crate::snapshot::Snapshot;
+use crate::stage::StagedPartition;
 use crate::staging::{delete_files, StagedFiles};
 use crate::table::TableInner;
 use crate::validate::conform;
@@ -34,6 +35,8 @@ pub struct PartitionWriter {
     failed: bool,
     /// This write's intent marker (see [`crate::intent`]).
     marker: RunMarker,
+    /// Record the partition in this named stage instead of committing it.
+    stage: Option<String>,
 }
 
 impl std::fmt::Debug for PartitionWriter {
@@ -79,7 +82,19 @@ impl PartitionWriter {
             rows: 0,
             failed: false,
             marker,
+            stage: None,
         })
+    }
+
+    /// Make `commit` record the partition in stage `name` instead.
+    pub(crate) fn into_stage(mut self, name: String) -> Self {
+        self.stage = Some(name);
+        self
+    }
+
+    /// The stage this writer writes into, if any.
+    pub fn stage(&self) -> Option<&str> {
+        self.stage.as_deref()
     }
 
     /// Say that this write is running (called once it starts).
@@ -167,6 +182,7 @@ impl PartitionWriter {
             staged,
             rows,
             marker,
+            stage,
             ..
         } = self;
         let run_id = marker.run_id;
@@ -177,12 +193,37 @@ impl PartitionWriter {
                 return Err(e);
             }
         };
+        if let Some(name) = stage {
+            let partition = StagedPartition {
+                date,
+                rows,
+                files,
+                run,
+            };
+            let recorded = crate::stage::record(&table, &name, &partition).await;
+            intent::clear(&table, date, &run_id).await;
+            if let Err(e) = recorded {
+                let paths: Vec<String> = partition.files.iter().map(|f| f.path.clone()).collect();
+                delete_files(&table, &paths).await;
+                return Err(e);
+            }
+            return Ok(CommitInfo {
+                version: base.version(),
+                already_committed: false,
+                staged: Some(name),
+            });
+        }
         let staged: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
         let pending = PendingCommit::partitions(
             Operation::ReplacePartitions,
             base.version(),
             run,
-            vec![PartitionChange { date, files, rows }],
+            vec![PartitionChange {
+                date,
+                files,
+                rows,
+                run: None,
+            }],
         );
         let outcome = commit(&table, pending).await;
         intent::clear(&table, date, &run_id).await;

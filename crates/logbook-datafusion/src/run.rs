@@ -38,7 +38,12 @@ pub struct Run {
     mode: DimensionMode,
     run: RunInfo,
     pins: std::collections::HashMap<String, u64>,
+    stage: Option<String>,
 }
+
+/// The environment variable `logbook backfill --stage NAME` sets for the
+/// commands it runs.
+pub const STAGE_ENV: &str = "LOGBOOK_STAGE";
 
 impl Run {
     pub fn new(warehouse: &Warehouse, target: &str, logical_date: NaiveDate) -> Self {
@@ -53,6 +58,24 @@ impl Run {
                 ..RunInfo::default()
             },
             pins: Default::default(),
+            stage: None,
+        }
+    }
+
+    /// Write into the named stage instead of the main line (see
+    /// `logbook_core::Stage`): nothing is visible until it is published.
+    pub fn stage(mut self, name: impl Into<String>) -> Self {
+        self.stage = Some(name.into());
+        self
+    }
+
+    /// Write into the stage named by `LOGBOOK_STAGE`, if it is set: how a
+    /// job launched by `logbook backfill --stage NAME` writes into the
+    /// stage without other changes. A job opts in by calling this.
+    pub fn stage_from_env(self) -> Self {
+        match std::env::var(STAGE_ENV) {
+            Ok(name) if !name.is_empty() => self.stage(name),
+            _ => self,
         }
     }
 
@@ -72,8 +95,9 @@ impl Run {
         self
     }
 
-    /// The run id (default: derived from the target, date, mode and code
-    /// version, so re-submitting the same run is a no-op).
+    /// The run id (default: derived from the target, date, mode, code
+    /// version and the versions read, so re-submitting the same run on the
+    /// same inputs is a no-op).
     pub fn run_id(mut self, id: impl Into<String>) -> Self {
         self.run.run_id = id.into();
         self
@@ -112,7 +136,16 @@ impl Run {
             );
         }
         let table = self.warehouse.table(&self.target).await?;
-        let writer = table.replace_partition(self.logical_date, run).await?;
+        let writer = match &self.stage {
+            Some(name) => {
+                table
+                    .stage(name)
+                    .await?
+                    .replace_partition(self.logical_date, run)
+                    .await?
+            }
+            None => table.replace_partition(self.logical_date, run).await?,
+        };
         Ok(RunContext {
             ctx,
             lineage,

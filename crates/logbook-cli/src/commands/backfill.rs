@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::NaiveDate;
 use indicatif::{ProgressBar, ProgressStyle};
 use logbook_core::lifecycle::{self, PlanStep, Selection};
-use logbook_core::{Table, Warehouse};
+use logbook_core::{Stage, Table, Warehouse};
 use tokio::task::JoinSet;
 
 use super::status::Range;
@@ -35,12 +35,18 @@ pub struct Args {
     /// Show the plan and the commands without running anything.
     #[arg(long)]
     dry_run: bool,
+    /// Write every date into this named stage (commands get `LOGBOOK_STAGE`,
+    /// which `logbook write` and `logbook run` obey); publish it later with
+    /// `logbook stage publish`. Dates already in the stage are skipped.
+    #[arg(long)]
+    stage: Option<String>,
 }
 
 /// How one date ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Outcome {
-    Done(u64),
+    /// Committed (at this version) or staged.
+    Done(String),
     /// Another run committed the date after the backfill began: its data wins.
     Skipped(String),
     Failed(String),
@@ -68,6 +74,10 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
         return Ok(());
     }
     let table = warehouse.table(&args.table).await?;
+    let stage = match &args.stage {
+        Some(name) => Some(table.stage(name).await?),
+        None => None,
+    };
     let parallel = if plan.chain {
         1
     } else {
@@ -90,19 +100,27 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
         while running.len() < parallel && !halted && !stop.load(Ordering::SeqCst) {
             let Some(step) = queue.next() else { break };
             let before = started.get(&step.date).copied().flatten();
-            if let Some(other) = committed_since(&table, step, before).await? {
-                outcomes.push((step.date, Outcome::Skipped(other)));
+            let skip = match committed_since(&table, step, before).await? {
+                Some(other) => Some(other),
+                None => already_staged(stage.as_ref(), step.date).await?,
+            };
+            if let Some(why) = skip {
+                outcomes.push((step.date, Outcome::Skipped(why)));
                 bar.inc(1);
                 continue;
             }
-            let command = command_for(&args.command, step.date);
+            let mut command = tokio::process::Command::new("sh");
+            command
+                .arg("-c")
+                .arg(command_for(&args.command, step.date))
+                .env("LOGBOOK_WAREHOUSE", uri);
+            match &args.stage {
+                Some(name) => command.env(logbook_datafusion::run::STAGE_ENV, name),
+                None => command.env_remove(logbook_datafusion::run::STAGE_ENV),
+            };
             let date = step.date;
-            let uri = uri.to_string();
             running.spawn(async move {
-                let output = tokio::process::Command::new("sh")
-                    .arg("-c")
-                    .arg(&command)
-                    .env("LOGBOOK_WAREHOUSE", uri)
+                let output = command
                     // Its own process group: Ctrl-C stops the backfill from
                     // launching more, and lets running dates finish.
                     .process_group(0)
@@ -119,7 +137,10 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
         let (date, output) =
             joined.map_err(|e| CliError::Failed(format!("a backfill task failed: {e}")))?;
         let before = started.get(&date).copied().flatten();
-        let outcome = judge(&table, date, before, output).await?;
+        let outcome = match &stage {
+            Some(stage) => judge_staged(stage, date, output).await?,
+            None => judge(&table, date, before, output).await?,
+        };
         if plan.chain && matches!(outcome, Outcome::Failed(_)) {
             halted = true;
         }
@@ -186,7 +207,7 @@ async fn judge(
     Ok(match output {
         Err(e) => Outcome::Failed(format!("could not start the command: {e}")),
         Ok(out) if out.status.success() => match now {
-            Some(v) if changed => Outcome::Done(v),
+            Some(v) if changed => Outcome::Done(format!("version {v}")),
             _ => Outcome::Failed("the command succeeded but did not commit the date".into()),
         },
         // The command lost the date to another writer (e.g. tonight's
@@ -195,6 +216,38 @@ async fn judge(
             "another run committed it at version {} while the backfill ran",
             now.unwrap_or_default()
         )),
+        Ok(out) => Outcome::Failed(format!("{}: {}", out.status, tail(&out.stderr))),
+    })
+}
+
+async fn already_staged(
+    stage: Option<&Stage>,
+    date: NaiveDate,
+) -> Result<Option<String>, CliError> {
+    let Some(stage) = stage else { return Ok(None) };
+    Ok(stage.partition(date).await?.map(|p| {
+        format!(
+            "already in stage {} (run {}); drop the stage to redo it",
+            stage.info().name,
+            p.run.run_id
+        )
+    }))
+}
+
+async fn judge_staged(
+    stage: &Stage,
+    date: NaiveDate,
+    output: std::io::Result<std::process::Output>,
+) -> Result<Outcome, CliError> {
+    let staged = stage.partition(date).await?.is_some();
+    Ok(match output {
+        Err(e) => Outcome::Failed(format!("could not start the command: {e}")),
+        Ok(out) if out.status.success() && staged => {
+            Outcome::Done(format!("staged in {}", stage.info().name))
+        }
+        Ok(out) if out.status.success() => {
+            Outcome::Failed("the command succeeded but did not stage the date".into())
+        }
         Ok(out) => Outcome::Failed(format!("{}: {}", out.status, tail(&out.stderr))),
     })
 }
@@ -232,7 +285,7 @@ fn report(
     let mut failed = 0;
     for (date, outcome) in &outcomes {
         match outcome {
-            Outcome::Done(v) => println!("{date} done (version {v})"),
+            Outcome::Done(how) => println!("{date} done ({how})"),
             Outcome::Skipped(why) => println!("{date} skipped: {why}"),
             Outcome::Failed(why) => {
                 failed += 1;

@@ -9,6 +9,7 @@ pub mod log;
 pub mod partitions;
 pub mod run;
 pub mod sql;
+pub mod stage;
 pub mod status;
 pub mod write;
 

@@ -22,9 +22,12 @@ pub struct Args {
     /// Code version recorded with the commit.
     #[arg(long)]
     code_version: Option<String>,
-    /// Run id (default: derived from table, date, mode and code version).
+    /// Run id (default: derived from table, date, mode, code version and the input versions read).
     #[arg(long)]
     run_id: Option<String>,
+    /// Write into this named stage instead of the main line (set by `backfill --stage`).
+    #[arg(long, env = "LOGBOOK_STAGE")]
+    stage: Option<String>,
 }
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
@@ -35,7 +38,17 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     if let Some(id) = args.run_id {
         run = run.run_id(id);
     }
+    if let Some(stage) = &args.stage {
+        run = run.stage(stage);
+    }
     let info = run.sql(&args.sql).await.map_err(query_err)?;
+    if let Some(stage) = &info.staged {
+        eprintln!(
+            "staged table {}, partition {} in stage {stage}; publish with `logbook stage publish {} {stage}`",
+            args.table, args.date, args.table
+        );
+        return Ok(());
+    }
     if info.already_committed {
         eprintln!(
             "this run already committed version {}; nothing new was committed",

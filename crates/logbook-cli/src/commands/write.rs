@@ -28,6 +28,9 @@ pub struct Args {
     /// Roll data files after this many rows.
     #[arg(long)]
     max_rows_per_file: Option<usize>,
+    /// Write into this named stage instead of the main line (set by `backfill --stage`).
+    #[arg(long, env = "LOGBOOK_STAGE")]
+    stage: Option<String>,
 }
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
@@ -46,12 +49,30 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         logical_date: Some(args.date),
         ..RunInfo::default()
     };
-    let mut writer = table.replace_partition(args.date, run.clone()).await?;
+    let mut writer = match &args.stage {
+        Some(stage) => {
+            table
+                .stage(stage)
+                .await?
+                .replace_partition(args.date, run.clone())
+                .await?
+        }
+        None => table.replace_partition(args.date, run.clone()).await?,
+    };
     if let Err(e) = fill(&mut writer, &args.files, table.name()).await {
         writer.abort().await?;
         return Err(e);
     }
     let info = writer.commit().await?;
+    if let Some(stage) = &info.staged {
+        eprintln!(
+            "staged table {}, partition {} in stage {stage}; publish with `logbook stage publish {} {stage}`",
+            table.name(),
+            args.date,
+            table.name()
+        );
+        return Ok(());
+    }
     if info.already_committed {
         eprintln!(
             "run {} already committed table {}, partition {} as version {}; nothing new was committed",

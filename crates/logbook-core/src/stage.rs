@@ -1,0 +1,342 @@
+//! Named stages: write, audit, publish.
+//!
+//! A backfill can write its dates into a named stage instead of the main
+//! line. Staged files live under `data/` like any other (unique names, never
+//! moved); the stage records them in `_logbook/stages/<name>/`:
+//!
+//! ```text
+//! _logbook/stages/<name>/stage.json          when it began, at which table version
+//! _logbook/stages/<name>/dates/<date>.json   one staged partition: files, rows, run
+//! ```
+//!
+//! Readers never see a stage. [`Stage::publish`] commits every staged date in
+//! one commit (readers see all dates change at once), refusing if any staged
+//! date was replaced on the main line after the stage began, unless forced.
+//! [`Stage::drop_stage`] deletes the staged files and the record.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::NaiveDate;
+use futures::{StreamExt, TryStreamExt};
+use object_store::{ObjectStore, PutMode, PutOptions};
+use serde::{Deserialize, Serialize};
+
+use crate::commit::{commit, CommitInfo, PartitionChange, PendingCommit};
+use crate::error::{Error, Result};
+use crate::format::{layout, DataFile, Operation, RunInfo};
+use crate::names::validate_run_id;
+use crate::staging::delete_files;
+use crate::table::{Table, TableInner};
+use crate::writer::PartitionWriter;
+
+/// A stage's record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageInfo {
+    pub name: String,
+    pub created_ms: i64,
+    /// The table version when the stage began: a staged date replaced on the
+    /// main line after it blocks publishing.
+    pub base_version: u64,
+}
+
+/// One staged partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagedPartition {
+    pub date: NaiveDate,
+    pub rows: u64,
+    pub files: Vec<DataFile>,
+    pub run: RunInfo,
+}
+
+/// A named stage of a table.
+///
+/// ```
+/// # #[tokio::main] async fn main() -> logbook_core::Result<()> {
+/// use logbook_core::{RunInfo, Warehouse, schema::TableSchema};
+/// let wh = Warehouse::open("memory://")?;
+/// let t = wh.create_table("t", TableSchema::parse_spec("t", "date:date,n:int64", "date")?).await?;
+/// let d = chrono::NaiveDate::from_ymd_opt(2026, 3, 15).unwrap();
+/// let stage = t.stage("fix-march").await?;
+/// stage.replace_partition(d, RunInfo::new("r1")).await?.commit().await?;
+/// assert!(t.latest().await?.partition(d).await?.is_none(), "not visible yet");
+/// stage.publish(false).await?;
+/// assert!(t.latest().await?.partition(d).await?.is_some());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Stage {
+    table: Table,
+    info: StageInfo,
+}
+
+impl Table {
+    /// Open stage `name`, creating it (at the current version) if needed.
+    pub async fn stage(&self, name: &str) -> Result<Stage> {
+        validate_run_id(name).map_err(|_| Error::InvalidInput {
+            table: self.name().to_string(),
+            reason: format!("stage name {name:?} must be letters, digits, '-', '_' or '.'"),
+        })?;
+        let inner = &self.inner;
+        let info = StageInfo {
+            name: name.to_string(),
+            created_ms: inner.options.clock.now_millis(),
+            base_version: self.latest_version().await?,
+        };
+        let path = inner.location.path(&layout::stage_info(name));
+        let opts = PutOptions::from(PutMode::Create);
+        let info = match inner
+            .location
+            .store()
+            .put_opts(&path, inner.encode(&info)?.into(), opts)
+            .await
+        {
+            Ok(_) => info,
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                inner.get_json(&layout::stage_info(name)).await?
+            }
+            Err(e) => return Err(Error::storage(layout::stage_info(name), e)),
+        };
+        Ok(Stage {
+            table: self.clone(),
+            info,
+        })
+    }
+
+    /// Open an existing stage; `NotFound`-kind error if there is none.
+    pub async fn existing_stage(&self, name: &str) -> Result<Stage> {
+        let info: StageInfo = self
+            .inner
+            .get_json_opt(&layout::stage_info(name))
+            .await?
+            .ok_or_else(|| Error::InvalidInput {
+                table: self.name().to_string(),
+                reason: format!("has no stage {name:?}"),
+            })?;
+        Ok(Stage {
+            table: self.clone(),
+            info,
+        })
+    }
+}
+
+impl Stage {
+    /// The stage's record.
+    pub fn info(&self) -> &StageInfo {
+        &self.info
+    }
+
+    /// Start writing `date` into this stage. The writer's `commit` records
+    /// the partition in the stage (replacing an earlier staged version of
+    /// the date); nothing becomes visible.
+    pub async fn replace_partition(
+        &self,
+        date: NaiveDate,
+        run: RunInfo,
+    ) -> Result<PartitionWriter> {
+        let writer = self.table.replace_partition(date, run).await?;
+        Ok(writer.into_stage(self.info.name.clone()))
+    }
+
+    /// The staged partition of `date`, if any.
+    pub async fn partition(&self, date: NaiveDate) -> Result<Option<StagedPartition>> {
+        let path = layout::stage_date(&self.info.name, date);
+        self.table.inner.get_json_opt(&path).await
+    }
+
+    /// The staged partitions, by date.
+    pub async fn partitions(&self) -> Result<Vec<StagedPartition>> {
+        let inner = &self.table.inner;
+        let dir = layout::stage_dates(&self.info.name);
+        let prefix = inner.location.path(&dir);
+        let store: &Arc<dyn ObjectStore> = inner.location.store();
+        let paths: Vec<String> = store
+            .list(Some(&prefix))
+            .map_ok(|o| inner.location.relative(&o.location))
+            .try_collect()
+            .await
+            .map_err(|e| Error::storage(&dir, e))?;
+        let mut staged: Vec<StagedPartition> = futures::stream::iter(paths)
+            .map(|p| async move { inner.get_json::<StagedPartition>(&p).await })
+            .buffered(16)
+            .try_collect()
+            .await?;
+        staged.sort_by_key(|p| p.date);
+        Ok(staged)
+    }
+
+    /// Publish every staged date in one commit, then forget the stage.
+    ///
+    /// Fails with a conflict naming the date if a staged date was replaced
+    /// on the main line after the stage began, unless `force`, in which case
+    /// the staged rows replace whatever is there now.
+    pub async fn publish(&self, force: bool) -> Result<CommitInfo> {
+        let table = &self.table;
+        let staged = self.partitions().await?;
+        if staged.is_empty() {
+            return Err(Error::InvalidInput {
+                table: table.name().to_string(),
+                reason: format!("stage {:?} has no staged dates to publish", self.info.name),
+            });
+        }
+        let latest = table.latest().await?;
+        if !force {
+            for p in &staged {
+                if let Some(now) = latest.partition(p.date).await? {
+                    if now.version > self.info.base_version {
+                        return Err(Error::StageConflict {
+                            table: table.name().to_string(),
+                            stage: self.info.name.clone(),
+                            date: p.date,
+                            base_version: self.info.base_version,
+                            winning_version: now.version,
+                        });
+                    }
+                }
+            }
+        }
+        // The commit re-checks from the stage's base, so a main-line write
+        // racing the publish is caught atomically too.
+        let base = if force {
+            latest.version()
+        } else {
+            self.info.base_version
+        };
+        let changes = staged
+            .iter()
+            .map(|p| PartitionChange {
+                date: p.date,
+                files: p.files.clone(),
+                rows: p.rows,
+                run: Some(p.run.clone()),
+            })
+            .collect();
+        let run = RunInfo::new(format!("publish-{}", self.info.name));
+        let pending = PendingCommit::partitions(Operation::PublishStage, base, run, changes);
+        let info = commit(&table.inner, pending)
+            .await
+            .map_err(|f| match f.error {
+                Error::PartitionConflict {
+                    date,
+                    winning_version,
+                    ..
+                } => Error::StageConflict {
+                    table: table.name().to_string(),
+                    stage: self.info.name.clone(),
+                    date,
+                    base_version: self.info.base_version,
+                    winning_version,
+                },
+                e => e,
+            })?;
+        self.forget(staged.iter().map(|p| p.date)).await;
+        Ok(info)
+    }
+
+    /// Discard the stage: delete its staged files and its record.
+    pub async fn drop_stage(self) -> Result<usize> {
+        let staged = self.partitions().await?;
+        let files: Vec<String> = staged
+            .iter()
+            .flat_map(|p| p.files.iter().map(|f| f.path.clone()))
+            .collect();
+        delete_files(&self.table.inner, &files).await;
+        self.forget(staged.iter().map(|p| p.date)).await;
+        Ok(staged.len())
+    }
+
+    /// Remove the stage's record (its files now belong to the table or are gone).
+    async fn forget(&self, dates: impl Iterator<Item = NaiveDate>) {
+        let name = &self.info.name;
+        let mut records: Vec<String> = dates.map(|d| layout::stage_date(name, d)).collect();
+        records.push(layout::stage_info(name));
+        delete_files(&self.table.inner, &records).await;
+    }
+}
+
+/// Record a finished staged write of `date` in stage `name`, deleting the
+/// files of the version it replaces in the stage.
+pub(crate) async fn record(
+    table: &TableInner,
+    name: &str,
+    partition: &StagedPartition,
+) -> Result<()> {
+    let path = layout::stage_date(name, partition.date);
+    let previous: Option<StagedPartition> = table.get_json_opt(&path).await?;
+    table.put_json(&path, partition).await?;
+    if let Some(previous) = previous {
+        let old: Vec<String> = previous.files.iter().map(|f| f.path.clone()).collect();
+        delete_files(table, &old).await;
+    }
+    Ok(())
+}
+
+/// Per staged date: the rows and numeric column sums now on the main line
+/// and in the stage.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StageDiff {
+    pub date: NaiveDate,
+    /// `None` when the date is missing on the main line.
+    pub old_rows: Option<u64>,
+    pub new_rows: u64,
+    /// Column name to (old sum, new sum), for numeric columns.
+    pub sums: BTreeMap<String, (Option<f64>, f64)>,
+}
+
+impl Stage {
+    /// Compare every staged date with the main line.
+    pub async fn diff(&self) -> Result<Vec<StageDiff>> {
+        let latest = self.table.latest().await?;
+        let numeric: Vec<String> = latest
+            .schema()
+            .columns
+            .iter()
+            .filter(|c| c.ty.is_numeric())
+            .map(|c| c.name.clone())
+            .collect();
+        let mut out = Vec::new();
+        for p in self.partitions().await? {
+            let old = latest.partition(p.date).await?;
+            let new_sums = sums(&latest, p.files.clone(), &numeric).await?;
+            let old_sums = match &old {
+                Some(o) => Some(sums(&latest, o.files.clone(), &numeric).await?),
+                None => None,
+            };
+            out.push(StageDiff {
+                date: p.date,
+                old_rows: old.map(|o| o.rows),
+                new_rows: p.rows,
+                sums: numeric
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (c.clone(), (old_sums.as_ref().map(|s| s[i]), new_sums[i])))
+                    .collect(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+async fn sums(
+    snap: &crate::Snapshot,
+    files: Vec<DataFile>,
+    columns: &[String],
+) -> Result<Vec<f64>> {
+    let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+    let mut totals = vec![0.0; columns.len()];
+    if columns.is_empty() {
+        return Ok(totals);
+    }
+    let mut batches = snap.scan_files(files, Some(&names), crate::reader::ReadOptions::default());
+    while let Some(batch) = batches.next().await {
+        let batch = batch?;
+        for (i, total) in totals.iter_mut().enumerate() {
+            let col = arrow_cast::cast(batch.column(i), &arrow_schema::DataType::Float64)
+                .map_err(|e| Error::arrow(format!("summing column {}", columns[i]), e))?;
+            let values =
+                arrow_array::cast::AsArray::as_primitive::<arrow_array::types::Float64Type>(&col);
+            *total += values.iter().flatten().sum::<f64>();
+        }
+    }
+    Ok(totals)
+}
