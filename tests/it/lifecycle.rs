@@ -67,6 +67,17 @@ async fn every_stale_reason_comes_from_real_commits_and_only_where_it_must() {
     }
     assert_eq!(state(&s, "2026-03-20"), PartitionState::Missing);
     let customers = wh.table("customers").await.unwrap();
+    let dim_check = check(
+        &customers,
+        &customers.latest().await.unwrap(),
+        CheckDepth::Full,
+    )
+    .await
+    .unwrap();
+    assert!(
+        dim_check.problems.is_empty() && dim_check.files_checked > 0,
+        "{dim_check:?}"
+    );
 
     // A dimension change dated after March 16 leaves the earlier days alone.
     customers
