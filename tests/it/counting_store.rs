@@ -1,6 +1,7 @@
-//! An `ObjectStore` wrapper that counts operations by kind.
+//! An `ObjectStore` wrapper that counts operations by kind and, given a
+//! manual clock, reports modification times from it (so tests can age files).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -18,6 +19,8 @@ pub struct CountingStore {
     inner: Arc<dyn ObjectStore>,
     counts: Arc<Mutex<BTreeMap<&'static str, usize>>>,
     reads: Arc<Mutex<Vec<String>>>,
+    clock: Option<Arc<logbook::clock::ManualClock>>,
+    written_ms: Arc<Mutex<HashMap<String, i64>>>,
 }
 
 impl CountingStore {
@@ -26,6 +29,24 @@ impl CountingStore {
             inner,
             counts: Default::default(),
             reads: Default::default(),
+            clock: None,
+            written_ms: Default::default(),
+        }
+    }
+
+    /// Report each object's modification time as `clock`'s time when it was written.
+    pub fn with_clock(mut self, clock: Arc<logbook::clock::ManualClock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    fn written(&self, location: &Path) {
+        if let Some(c) = &self.clock {
+            use logbook::clock::Clock;
+            self.written_ms
+                .lock()
+                .unwrap()
+                .insert(location.to_string(), c.now_millis());
         }
     }
 
@@ -59,6 +80,7 @@ impl ObjectStore for CountingStore {
         opts: PutOptions,
     ) -> Result<PutResult> {
         self.bump("put");
+        self.written(location);
         self.inner.put_opts(location, payload, opts).await
     }
 
@@ -68,6 +90,7 @@ impl ObjectStore for CountingStore {
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
         self.bump("put_multipart");
+        self.written(location);
         self.inner.put_multipart_opts(location, opts).await
     }
 
@@ -89,7 +112,21 @@ impl ObjectStore for CountingStore {
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
         self.bump("list");
-        self.inner.list(prefix).boxed()
+        if self.clock.is_none() {
+            return self.inner.list(prefix).boxed();
+        }
+        let written = self.written_ms.clone();
+        self.inner
+            .list(prefix)
+            .map(move |meta| {
+                meta.map(|mut m| {
+                    if let Some(ms) = written.lock().unwrap().get(m.location.as_ref()) {
+                        m.last_modified = chrono::DateTime::from_timestamp_millis(*ms).unwrap();
+                    }
+                    m
+                })
+            })
+            .boxed()
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {

@@ -7,6 +7,7 @@ mod counting_store;
 mod dimension;
 mod lifecycle;
 mod local_fs;
+mod maintenance;
 mod query;
 mod replace;
 mod stage;

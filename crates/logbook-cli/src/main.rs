@@ -58,6 +58,12 @@ enum Command {
     Check(commands::status::CheckArgs),
     /// Recompute planned dates by running a command per date, at most N at a time.
     Backfill(commands::backfill::Args),
+    /// Rewrite small files of partitions into larger ones (data unchanged).
+    Compact(commands::maintain::CompactArgs),
+    /// Drop old snapshots from what time travel can reach.
+    Expire(commands::maintain::ExpireArgs),
+    /// Delete files no retained snapshot, stage or running write references.
+    Vacuum(commands::maintain::VacuumArgs),
     /// Audit, publish or drop a staged backfill.
     #[command(subcommand)]
     Stage(commands::stage::Command),
@@ -116,6 +122,9 @@ async fn run(cli: Cli) -> Result<(), commands::CliError> {
         Command::Plan(args) => commands::status::plan(&warehouse, args).await,
         Command::Check(args) => commands::status::check(&warehouse, args).await,
         Command::Backfill(args) => commands::backfill::run(&warehouse, &cli.warehouse, args).await,
+        Command::Compact(args) => commands::maintain::compact(&warehouse, args).await,
+        Command::Expire(args) => commands::maintain::expire(&warehouse, args).await,
+        Command::Vacuum(args) => commands::maintain::vacuum(&warehouse, args).await,
         Command::Stage(command) => commands::stage::run(&warehouse, command).await,
         Command::Demo(args) => commands::demo::run(&warehouse, args).await,
     }

@@ -31,6 +31,11 @@ pub(crate) struct PartitionChange {
     /// The run that computed this partition, when it is not the commit's
     /// own run (a published stage keeps each date's lineage).
     pub run: Option<RunInfo>,
+    /// Set for compaction: the exact files this change rewrites. The change
+    /// is dropped if the head's files for the date differ (the date was
+    /// replaced or compacted since), and it keeps the partition's version and
+    /// run, because the rows are unchanged.
+    pub rewrite_of: Option<Vec<String>>,
 }
 
 /// New contents of a whole dimension.
@@ -52,6 +57,11 @@ pub(crate) struct PendingCommit {
     pub dimension: Option<DimensionChange>,
     /// Applied to the head's properties when the commit is built.
     pub properties: Option<PropertiesChange>,
+    /// Expiry: the oldest version time travel may read from now on (the
+    /// head's value is kept when it is larger).
+    pub retain_from: Option<u64>,
+    /// Vacuum: how many files it deleted, recorded in the entry.
+    pub files_removed: Option<u64>,
 }
 
 impl PendingCommit {
@@ -68,7 +78,15 @@ impl PendingCommit {
             changes,
             dimension: None,
             properties: None,
+            retain_from: None,
+            files_removed: None,
         }
+    }
+
+    /// A commit that changes no partition (expire, vacuum): the snapshot is
+    /// the head's, recorded as `operation`.
+    pub fn maintenance(operation: Operation, base_version: u64, run: RunInfo) -> Self {
+        Self::partitions(operation, base_version, run, vec![])
     }
 
     pub fn properties(base_version: u64, run: RunInfo, change: PropertiesChange) -> Self {
@@ -79,6 +97,8 @@ impl PendingCommit {
             changes: vec![],
             dimension: None,
             properties: Some(change),
+            retain_from: None,
+            files_removed: None,
         }
     }
 
@@ -90,6 +110,8 @@ impl PendingCommit {
             changes: vec![],
             dimension: Some(change),
             properties: None,
+            retain_from: None,
+            files_removed: None,
         }
     }
 }
@@ -106,6 +128,9 @@ pub struct CommitInfo {
     /// visible until the stage is published, and `version` is the table
     /// version the write started from.
     pub staged: Option<String>,
+    /// Compaction only: dates whose rewrite was dropped because the date
+    /// changed after the compaction read it.
+    pub dropped: Vec<NaiveDate>,
 }
 
 /// How a commit attempt failed, with whether staged files may be deleted.
@@ -120,7 +145,7 @@ pub(crate) struct CommitFailure {
 /// Place `pending` on the log of `table`.
 pub(crate) async fn commit(
     table: &Arc<TableInner>,
-    pending: PendingCommit,
+    mut pending: PendingCommit,
 ) -> std::result::Result<CommitInfo, CommitFailure> {
     let mut ambiguous = false;
     let fail = |error: Error, ambiguous: bool| CommitFailure { error, ambiguous };
@@ -153,6 +178,18 @@ pub(crate) async fn commit(
                 version,
                 already_committed: true,
                 staged: None,
+                dropped: vec![],
+            });
+        }
+        let dropped = drop_stale_rewrites(&head_snap, &mut pending)
+            .await
+            .map_err(|e| fail(e, ambiguous))?;
+        if pending.operation == Operation::Compact && pending.changes.is_empty() {
+            return Ok(CommitInfo {
+                version: head,
+                already_committed: false,
+                staged: None,
+                dropped,
             });
         }
         let version = head + 1;
@@ -195,6 +232,7 @@ pub(crate) async fn commit(
             version,
             already_committed: false,
             staged: None,
+            dropped,
         });
     }
     Err(fail(
@@ -222,6 +260,11 @@ fn check_conflict(
             winning_version: entry.version,
         }));
     }
+    if entry.operation.data_unchanged() || pending.operation == Operation::Compact {
+        // Rewrites commute with everything: a compaction's own staleness is
+        // checked file by file when it is built (see `rewrite_of`).
+        return None;
+    }
     let clash = entry.dates.iter().find(|d| dates.contains(d))?;
     if entry.run.as_ref().map(|r| r.run_id.as_str()) == Some(pending.run.run_id.as_str())
         && entry.dates.iter().collect::<BTreeSet<_>>() == dates.iter().collect()
@@ -230,6 +273,7 @@ fn check_conflict(
             version: entry.version,
             already_committed: true,
             staged: None,
+            dropped: vec![],
         }));
     }
     Some(Err(Error::PartitionConflict {
@@ -238,6 +282,32 @@ fn check_conflict(
         base_version: pending.base_version,
         winning_version: entry.version,
     }))
+}
+
+/// Remove the rewrites whose date no longer holds the files they rewrite.
+async fn drop_stale_rewrites(
+    head: &Snapshot,
+    pending: &mut PendingCommit,
+) -> Result<Vec<NaiveDate>> {
+    let mut dropped = Vec::new();
+    let mut kept = Vec::new();
+    for change in std::mem::take(&mut pending.changes) {
+        let Some(expected) = &change.rewrite_of else {
+            kept.push(change);
+            continue;
+        };
+        let now: Option<Vec<String>> = head
+            .partition(change.date)
+            .await?
+            .map(|p| p.files.into_iter().map(|f| f.path).collect());
+        if now.as_ref() == Some(expected) {
+            kept.push(change);
+        } else {
+            dropped.push(change.date);
+        }
+    }
+    pending.changes = kept;
+    Ok(dropped)
 }
 
 /// If our run id already wrote every date we write (now or in an earlier,
@@ -295,6 +365,13 @@ async fn write_manifests(
         };
         for c in changes {
             let old = partitions.remove(&c.date);
+            if let (Some(_), Some(mut old)) = (&c.rewrite_of, old.clone()) {
+                // Same rows in new files: the partition keeps its version and run.
+                files_removed += old.files.len() as u64;
+                old.files = c.files.clone();
+                partitions.insert(c.date, old);
+                continue;
+            }
             let mut earlier_runs = Vec::new();
             if let Some(old) = old {
                 files_removed += old.files.len() as u64;
@@ -367,6 +444,10 @@ async fn write_manifests(
             Some(change) => change.apply(&head.root().properties),
             None => head.root().properties.clone(),
         },
+        retained_from: head
+            .root()
+            .retained_from
+            .max(pending.retain_from.unwrap_or(0)),
     };
     let root_path = layout::root_manifest(attempt_id);
     table.put_json(&root_path, &root).await?;
@@ -382,7 +463,12 @@ async fn write_manifests(
         operation: pending.operation,
         manifest: root_path,
         dates: pending.changes.iter().map(|c| c.date).collect(),
-        rows_added: pending.changes.iter().map(|c| c.rows).sum::<u64>()
+        rows_added: pending
+            .changes
+            .iter()
+            .filter(|c| c.rewrite_of.is_none())
+            .map(|c| c.rows)
+            .sum::<u64>()
             + pending.dimension.as_ref().map_or(0, |d| d.rows),
         files_added: pending
             .changes
@@ -393,7 +479,7 @@ async fn write_manifests(
                 .dimension
                 .as_ref()
                 .map_or(0, |d| d.files.len() as u64),
-        files_removed,
+        files_removed: pending.files_removed.unwrap_or(files_removed),
         run: Some(pending.run.clone()),
         affected: pending.dimension.as_ref().and_then(|d| d.affected),
     })

@@ -125,6 +125,13 @@ pub enum Error {
     #[error("table {table}: no version was committed at or before {timestamp}")]
     NoVersionAtTime { table: String, timestamp: String },
 
+    #[error("table {table}: version {version} has expired; time travel reaches back to version {oldest}")]
+    VersionExpired {
+        table: String,
+        version: u64,
+        oldest: u64,
+    },
+
     #[error("table {table}: writer for partition {date} is already {state}")]
     WriterClosed {
         table: String,
@@ -181,9 +188,10 @@ impl Error {
                 ErrorKind::Conflict
             }
             CommitContention { .. } => ErrorKind::Transient,
-            TableNotFound { .. } | VersionNotFound { .. } | NoVersionAtTime { .. } => {
-                ErrorKind::NotFound
-            }
+            TableNotFound { .. }
+            | VersionNotFound { .. }
+            | NoVersionAtTime { .. }
+            | VersionExpired { .. } => ErrorKind::NotFound,
             TableExists { .. } => ErrorKind::AlreadyExists,
             Corrupt { .. } => ErrorKind::Corrupt,
             UnsupportedStore { .. } => ErrorKind::Unsupported,

@@ -35,6 +35,23 @@ pub enum Operation {
     SetProperties,
     /// Published a named stage: every staged date replaced in one commit.
     PublishStage,
+    /// Rewrote small files into larger ones; no data changed.
+    Compact,
+    /// Moved the oldest version time travel can reach; no data changed.
+    Expire,
+    /// Recorded what a vacuum deleted; no data changed.
+    Vacuum,
+}
+
+impl Operation {
+    /// Does a commit of this kind leave every partition's rows unchanged?
+    /// Such commits never conflict with, or make stale, anything.
+    pub fn data_unchanged(self) -> bool {
+        matches!(
+            self,
+            Operation::SetProperties | Operation::Compact | Operation::Expire | Operation::Vacuum
+        )
+    }
 }
 
 impl std::fmt::Display for Operation {
@@ -45,6 +62,9 @@ impl std::fmt::Display for Operation {
             Operation::ApplyDimension => "apply",
             Operation::SetProperties => "alter",
             Operation::PublishStage => "publish",
+            Operation::Compact => "compact",
+            Operation::Expire => "expire",
+            Operation::Vacuum => "vacuum",
         })
     }
 }
@@ -183,6 +203,9 @@ pub struct RootManifest {
     pub dimension: Option<DimensionFiles>,
     #[serde(default, skip_serializing_if = "TableProperties::is_default")]
     pub properties: TableProperties,
+    /// The oldest version time travel may read (moved forward by expiry).
+    #[serde(default)]
+    pub retained_from: u64,
 }
 
 /// What a table declares about its schedule, used to compute partition states.

@@ -24,6 +24,9 @@ pub struct RunMarker {
     pub run_id: String,
     pub started_ms: i64,
     pub heartbeat_ms: i64,
+    /// The staging directory the write fills (vacuum keeps it while live).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
 }
 
 impl RunMarker {

@@ -19,6 +19,7 @@ pub mod format;
 pub mod intent;
 pub mod lifecycle;
 pub mod log;
+pub mod maintenance;
 pub mod names;
 pub mod options;
 pub mod reader;

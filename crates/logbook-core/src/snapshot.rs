@@ -172,6 +172,10 @@ impl Snapshot {
         &self.root.properties
     }
 
+    pub(crate) fn table_inner(&self) -> &Arc<TableInner> {
+        &self.table
+    }
+
     /// The table's name.
     pub fn table_name(&self) -> &str {
         &self.table.name

@@ -209,6 +209,7 @@ impl Stage {
                 files: p.files.clone(),
                 rows: p.rows,
                 run: Some(p.run.clone()),
+                rewrite_of: None,
             })
             .collect();
         let run = RunInfo::new(format!("publish-{}", self.info.name));

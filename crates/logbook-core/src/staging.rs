@@ -23,6 +23,7 @@ pub(crate) struct StagedFiles {
     schema: SchemaRef,
     open: Option<OpenFile>,
     files: Vec<DataFile>,
+    target_file_size: usize,
 }
 
 struct OpenFile {
@@ -34,12 +35,19 @@ struct OpenFile {
 impl StagedFiles {
     pub fn new(table: Arc<TableInner>, dir: String, schema: SchemaRef) -> Self {
         Self {
-            table,
             dir,
             schema,
             open: None,
             files: Vec::new(),
+            target_file_size: table.options.target_file_size,
+            table,
         }
+    }
+
+    /// Roll files at `bytes` instead of the table's target size.
+    pub fn with_target_file_size(mut self, bytes: usize) -> Self {
+        self.target_file_size = bytes.max(1);
+        self
     }
 
     /// The staging directory, relative to the table root.
@@ -80,7 +88,7 @@ impl StagedFiles {
                 .map_err(|e| Error::parquet(rel, e))?;
         }
         let full = file.writer.bytes_written() + file.writer.in_progress_size()
-            >= opts.target_file_size
+            >= self.target_file_size
             || file.rows >= opts.max_rows_per_file as u64;
         if full {
             self.close_file().await?;

@@ -96,6 +96,7 @@ impl Table {
             months: vec![],
             dimension: None,
             properties,
+            retained_from: 0,
         };
         let manifest = layout::root_manifest(commit_id);
         inner.put_json(&manifest, &root).await?;
@@ -177,7 +178,24 @@ impl Table {
                 latest,
             });
         }
+        self.ensure_retained(version, latest).await?;
         self.inner.snapshot(version).await
+    }
+
+    /// Refuse time travel to a version expiry has dropped.
+    async fn ensure_retained(&self, version: u64, latest: u64) -> Result<()> {
+        if version == latest {
+            return Ok(());
+        }
+        let oldest = self.inner.snapshot(latest).await?.root().retained_from;
+        if version < oldest {
+            return Err(Error::VersionExpired {
+                table: self.inner.name.clone(),
+                version,
+                oldest,
+            });
+        }
+        Ok(())
     }
 
     /// The snapshot that was latest at `timestamp_ms` (in-commit time):
@@ -203,6 +221,7 @@ impl Table {
                 hi = mid;
             }
         }
+        self.ensure_retained(lo, latest).await?;
         self.inner.snapshot(lo).await
     }
 

@@ -71,6 +71,7 @@ impl PartitionWriter {
             run_id: run.run_id.clone(),
             started_ms: now,
             heartbeat_ms: now,
+            dir: Some(staged.dir().to_string()),
         };
         Ok(Self {
             table,
@@ -211,6 +212,7 @@ impl PartitionWriter {
                 version: base.version(),
                 already_committed: false,
                 staged: Some(name),
+                dropped: vec![],
             });
         }
         let staged: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
@@ -223,6 +225,7 @@ impl PartitionWriter {
                 files,
                 rows,
                 run: None,
+                rewrite_of: None,
             }],
         );
         let outcome = commit(&table, pending).await;

@@ -6,6 +6,7 @@ pub mod backfill;
 pub mod create;
 pub mod demo;
 pub mod log;
+pub mod maintain;
 pub mod partitions;
 pub mod run;
 pub mod sql;
