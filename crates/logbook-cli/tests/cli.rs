@@ -783,3 +783,83 @@ fn a_staged_backfill_is_audited_then_published_in_one_commit() {
     let gone = refused(&logbook(&wh, &["stage", "publish", "daily", "fix"]));
     assert!(gone.contains("has no stage \"fix\""), "{gone}");
 }
+
+#[test]
+fn compact_expire_and_vacuum_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    create_orders(&wh);
+    let csv = fixture("orders-2026-03-15.csv");
+    let csv = csv.to_str().unwrap();
+    ok(&logbook(
+        &wh,
+        &[
+            "write",
+            "orders",
+            "--date",
+            "2026-03-15",
+            csv,
+            "--max-rows-per-file",
+            "1",
+        ],
+    ));
+    let files_before = partitions(&wh, "orders")[0]["files"].as_u64().unwrap();
+    assert!(files_before > 2, "{files_before}");
+    let dry = ok(&logbook(&wh, &["compact", "orders", "--dry-run"]));
+    assert!(
+        dry.contains(&format!("rewrite {files_before} of {files_before} file(s)")),
+        "{dry}"
+    );
+    assert_eq!(
+        partitions(&wh, "orders")[0]["files"],
+        files_before,
+        "a dry run rewrites nothing"
+    );
+    let out = ok(&logbook(
+        &wh,
+        &[
+            "compact",
+            "orders",
+            "--date",
+            "2026-03-15",
+            "--target-file-size",
+            "64MiB",
+        ],
+    ));
+    assert!(
+        out.contains(&format!("{files_before} file(s)")) && out.contains("-> 1 file(s)"),
+        "{out}"
+    );
+    assert_eq!(partitions(&wh, "orders")[0]["files"], 1);
+    let log = ok(&logbook(&wh, &["log", "orders"]));
+    assert!(log.contains("compact"), "{log}");
+
+    let bad = logbook(&wh, &["vacuum", "orders", "--retention", "10min"]);
+    let err = refused(&bad);
+    assert!(
+        err.contains("table orders") && err.contains("under one hour"),
+        "{err}"
+    );
+    let bad_size = logbook(&wh, &["compact", "orders", "--target-file-size", "lots"]);
+    assert!(String::from_utf8_lossy(&bad_size.stderr).contains("invalid size"));
+
+    ok(&logbook(&wh, &["expire", "orders", "--keep-last", "1"]));
+    let old = refused(&logbook(&wh, &["partitions", "orders", "--version", "1"]));
+    assert!(old.contains("version 1 has expired"), "{old}");
+    // Files are new, so a 7-day retention keeps them; --force with a zero
+    // retention deletes the pre-compaction files.
+    let kept = ok(&logbook(&wh, &["vacuum", "orders", "--dry-run"]));
+    assert!(kept.contains("would delete 0 file(s)"), "{kept}");
+    let gone = ok(&logbook(
+        &wh,
+        &["vacuum", "orders", "--retention", "0s", "--force"],
+    ));
+    assert!(gone.contains("deleted"), "{gone}");
+    let data: Vec<PathBuf> = walk(&wh.join("orders"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .collect();
+    assert_eq!(data.len(), 1, "{data:?}");
+    let check = ok(&logbook(&wh, &["check", "orders"]));
+    assert!(check.contains("0 problem(s)"), "{check}");
+}
