@@ -1,4 +1,5 @@
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use logbook::{Error, ErrorKind, RunInfo, Table};
 
@@ -157,6 +158,97 @@ async fn rounds_of_racing_writers_leave_a_linearizable_history() {
                 assert_eq!(ids, dedup, "{d}: duplicated rows");
             }
             None => assert!(got.is_empty()),
+        }
+    }
+}
+
+/// 8 writers, 30 dates with overlaps, random store delays, a bounded number
+/// of rounds; afterwards the history must be linearizable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_writers_on_30_overlapping_dates_with_random_delays_stay_linearizable() {
+    use crate::fault_store::FaultStore;
+    use logbook::{StorageLocation, TableSchema};
+    use std::time::Duration;
+
+    let store = FaultStore::new(Arc::new(object_store::memory::InMemory::new()))
+        .with_delays(Duration::from_millis(2));
+    let loc = StorageLocation::from_store(Arc::new(store), "t", "memory://t");
+    let schema = TableSchema::parse_spec("t", SPEC, "date").unwrap();
+    let table = Table::create(loc.clone(), "t", schema, options())
+        .await
+        .unwrap();
+    let start = date("2026-01-01");
+    let day = move |i: u64| start + chrono::Days::new(i % 30);
+    const WRITERS: u64 = 8;
+    const ROUNDS: u64 = 6;
+    let mut tasks = Vec::new();
+    for w in 0..WRITERS {
+        let loc = loc.clone();
+        tasks.push(tokio::spawn(async move {
+            let t = Table::open(loc, "t", options()).await.unwrap();
+            let mut outcomes = Vec::new();
+            for r in 0..ROUNDS {
+                // Writers w and w + 4 race for the same date every round,
+                // and rounds overlap other writers' dates.
+                let d = day((w % 4) * 5 + r * 7);
+                let run = format!("w{w}r{r}");
+                let mut writer = t.replace_partition(d, RunInfo::new(&run)).await.unwrap();
+                writer
+                    .write(&batch(d, 0..(w as i64 + 1), &run))
+                    .await
+                    .unwrap();
+                outcomes.push((d, run, writer.commit().await));
+            }
+            outcomes
+        }));
+    }
+    let mut wins = Vec::new();
+    let mut conflicts = 0;
+    for task in tasks {
+        for (d, run, outcome) in task.await.unwrap() {
+            match outcome {
+                Ok(info) => wins.push((d, run, info.version)),
+                Err(e) => {
+                    assert_eq!(e.kind(), ErrorKind::Conflict, "{run}: {e}");
+                    assert!(e.to_string().contains(&d.to_string()), "{e}");
+                    conflicts += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(wins.len() + conflicts, (WRITERS * ROUNDS) as usize);
+    eprintln!("racing: {} commits, {conflicts} conflicts", wins.len());
+    let log = table.history().await.unwrap();
+    for (d, run, version) in &wins {
+        let entries: Vec<_> = log
+            .iter()
+            .filter(|e| e.run.as_ref().is_some_and(|r| &r.run_id == run))
+            .collect();
+        assert_eq!(entries.len(), 1, "{run} is in the log exactly once");
+        assert_eq!(
+            (entries[0].version, &entries[0].dates),
+            (*version, &vec![*d])
+        );
+    }
+    assert_eq!(
+        log.len(),
+        wins.len() + 1,
+        "nothing but the winners (and create) committed"
+    );
+    // Each date holds the rows of the last successful replace in log order.
+    let latest = table.latest().await.unwrap();
+    for i in 0..30 {
+        let d = day(i);
+        let last = log.iter().rev().find(|e| e.dates.contains(&d));
+        let got = rows(&latest, d).await;
+        match last {
+            None => assert!(got.is_empty()),
+            Some(e) => {
+                let run = &e.run.as_ref().unwrap().run_id;
+                let n: i64 = run[1..run.find('r').unwrap()].parse::<i64>().unwrap() + 1;
+                let want: Vec<(i64, String)> = (0..n).map(|i| (i, format!("{run}-{i}"))).collect();
+                assert_eq!(got, want, "{d}");
+            }
         }
     }
 }

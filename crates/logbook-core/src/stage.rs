@@ -38,6 +38,11 @@ pub struct StageInfo {
     /// The table version when the stage began: a staged date replaced on the
     /// main line after it blocks publishing.
     pub base_version: u64,
+    /// Set once published (at this version), before the stage's records are
+    /// deleted, so that a crash during the clean-up leaves a stage that
+    /// knows it is done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<u64>,
 }
 
 /// One staged partition.
@@ -82,6 +87,7 @@ impl Table {
             name: name.to_string(),
             created_ms: inner.options.clock.now_millis(),
             base_version: self.latest_version().await?,
+            published: None,
         };
         let path = inner.location.path(&layout::stage_info(name));
         let opts = PutOptions::from(PutMode::Create);
@@ -93,7 +99,20 @@ impl Table {
         {
             Ok(_) => info,
             Err(object_store::Error::AlreadyExists { .. }) => {
-                inner.get_json(&layout::stage_info(name)).await?
+                let existing: StageInfo = inner.get_json(&layout::stage_info(name)).await?;
+                if existing.published.is_some() {
+                    // The leftovers of a published stage: finish forgetting
+                    // it and begin a new one under the same name.
+                    let old = Stage {
+                        table: self.clone(),
+                        info: existing,
+                    };
+                    old.forget_all().await?;
+                    inner.put_json(&layout::stage_info(name), &info).await?;
+                    info
+                } else {
+                    existing
+                }
             }
             Err(e) => return Err(Error::storage(layout::stage_info(name), e)),
         };
@@ -172,6 +191,19 @@ impl Stage {
     /// the staged rows replace whatever is there now.
     pub async fn publish(&self, force: bool) -> Result<CommitInfo> {
         let table = &self.table;
+        let current: Option<StageInfo> = table
+            .inner
+            .get_json_opt(&layout::stage_info(&self.info.name))
+            .await?;
+        if let Some(version) = current.as_ref().and_then(|i| i.published) {
+            self.forget_all().await?;
+            return Ok(CommitInfo {
+                version,
+                already_committed: true,
+                staged: None,
+                dropped: vec![],
+            });
+        }
         let staged = self.partitions().await?;
         if staged.is_empty() {
             return Err(Error::InvalidInput {
@@ -180,6 +212,17 @@ impl Stage {
             });
         }
         let latest = table.latest().await?;
+        // Published already (a crash between the commit and forgetting the
+        // stage): forget it now, commit nothing.
+        if let Some(version) = already_published(&latest, &staged).await? {
+            self.forget(staged.iter().map(|p| p.date)).await;
+            return Ok(CommitInfo {
+                version,
+                already_committed: true,
+                staged: None,
+                dropped: vec![],
+            });
+        }
         if !force {
             for p in &staged {
                 if let Some(now) = latest.partition(p.date).await? {
@@ -230,8 +273,26 @@ impl Stage {
                 },
                 e => e,
             })?;
-        self.forget(staged.iter().map(|p| p.date)).await;
+        let done = StageInfo {
+            published: Some(info.version),
+            ..self.info.clone()
+        };
+        if table
+            .inner
+            .put_json(&layout::stage_info(&self.info.name), &done)
+            .await
+            .is_ok()
+        {
+            self.forget(staged.iter().map(|p| p.date)).await;
+        }
         Ok(info)
+    }
+
+    /// Forget every record of the stage, whatever dates it still lists.
+    async fn forget_all(&self) -> Result<()> {
+        let dates: Vec<NaiveDate> = self.partitions().await?.iter().map(|p| p.date).collect();
+        self.forget(dates.into_iter()).await;
+        Ok(())
     }
 
     /// Discard the stage: delete its staged files and its record.
@@ -253,6 +314,21 @@ impl Stage {
         records.push(layout::stage_info(name));
         delete_files(&self.table.inner, &records).await;
     }
+}
+
+/// The version holding every staged date exactly as staged, if any.
+async fn already_published(
+    latest: &crate::Snapshot,
+    staged: &[StagedPartition],
+) -> Result<Option<u64>> {
+    let mut version = 0;
+    for p in staged {
+        match latest.partition(p.date).await? {
+            Some(now) if now.files == p.files => version = version.max(now.version),
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(version))
 }
 
 /// Record a finished staged write of `date` in stage `name`, deleting the

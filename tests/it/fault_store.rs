@@ -1,0 +1,190 @@
+//! An `ObjectStore` wrapper for fault injection: fail the k-th operation
+//! before it happens, or after it happened (the ambiguous outcome: the
+//! write landed, the caller sees an error), delay operations, count them.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+};
+
+/// Where an injected fault strikes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The operation fails without taking effect.
+    Before,
+    /// The operation takes effect, then the caller sees an error.
+    After,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    ops: usize,
+    armed: Option<(usize, Fault)>,
+    fired: bool,
+    /// Random delay of up to this many microseconds per operation.
+    max_delay_us: u64,
+    rng: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct FaultStore {
+    inner: Arc<dyn ObjectStore>,
+    state: Arc<Mutex<State>>,
+}
+
+impl FaultStore {
+    pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
+        Self {
+            inner,
+            state: Arc::new(Mutex::new(State {
+                rng: 0x9e37_79b9_7f4a_7c15,
+                ..State::default()
+            })),
+        }
+    }
+
+    /// Operations since the last reset.
+    pub fn ops(&self) -> usize {
+        self.state.lock().unwrap().ops
+    }
+
+    /// Count from zero, and make operation `k` (1-based) fail as `fault`.
+    pub fn arm(&self, k: usize, fault: Fault) {
+        let mut s = self.state.lock().unwrap();
+        s.ops = 0;
+        s.armed = Some((k, fault));
+        s.fired = false;
+    }
+
+    /// Stop injecting; count from zero. Returns whether the fault fired.
+    pub fn disarm(&self) -> bool {
+        let mut s = self.state.lock().unwrap();
+        s.ops = 0;
+        s.armed = None;
+        std::mem::take(&mut s.fired)
+    }
+
+    /// Delay every operation by a random time of up to `max`.
+    pub fn with_delays(self, max: Duration) -> Self {
+        self.state.lock().unwrap().max_delay_us = max.as_micros() as u64;
+        self
+    }
+
+    /// Count one operation; returns the fault to apply to it, and a delay.
+    fn tick(&self) -> (Option<Fault>, Duration) {
+        let mut s = self.state.lock().unwrap();
+        s.ops += 1;
+        let fault = match s.armed {
+            Some((k, f)) if k == s.ops => {
+                s.fired = true;
+                Some(f)
+            }
+            _ => None,
+        };
+        let delay = if s.max_delay_us > 0 {
+            s.rng ^= s.rng << 13;
+            s.rng ^= s.rng >> 7;
+            s.rng ^= s.rng << 17;
+            Duration::from_micros(s.rng % s.max_delay_us)
+        } else {
+            Duration::ZERO
+        };
+        (fault, delay)
+    }
+
+    async fn run<T, F>(&self, op: F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        let (fault, delay) = self.tick();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        match fault {
+            Some(Fault::Before) => Err(injected()),
+            Some(Fault::After) => {
+                let _ = op.await;
+                Err(injected())
+            }
+            None => op.await,
+        }
+    }
+}
+
+fn injected() -> object_store::Error {
+    object_store::Error::Generic {
+        store: "fault",
+        source: "injected fault".into(),
+    }
+}
+
+impl fmt::Display for FaultStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fault({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for FaultStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.run(self.inner.put_opts(location, payload, opts)).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.run(self.inner.put_multipart_opts(location, opts))
+            .await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.run(self.inner.get_opts(location, options)).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        let (fault, _) = self.tick();
+        match fault {
+            None => self.inner.delete_stream(locations),
+            Some(Fault::Before) => locations.map(|_| Err(injected())).boxed(),
+            Some(Fault::After) => self
+                .inner
+                .delete_stream(locations)
+                .map(|_| Err(injected()))
+                .boxed(),
+        }
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        let (fault, _) = self.tick();
+        match fault {
+            None => self.inner.list(prefix),
+            Some(_) => futures::stream::once(async { Err(injected()) }).boxed(),
+        }
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.run(self.inner.list_with_delimiter(prefix)).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.run(self.inner.copy_opts(from, to, options)).await
+    }
+}
