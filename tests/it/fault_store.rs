@@ -32,6 +32,8 @@ struct State {
     /// Random delay of up to this many microseconds per operation.
     max_delay_us: u64,
     rng: u64,
+    /// Behave like a store without put-if-absent: every create overwrites.
+    ignore_put_if_absent: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -75,6 +77,13 @@ impl FaultStore {
     /// Delay every operation by a random time of up to `max`.
     pub fn with_delays(self, max: Duration) -> Self {
         self.state.lock().unwrap().max_delay_us = max.as_micros() as u64;
+        self
+    }
+
+    /// Turn every `PutMode::Create` into an overwrite, as a store that does
+    /// not support conditional puts would.
+    pub fn ignoring_put_if_absent(self) -> Self {
+        self.state.lock().unwrap().ignore_put_if_absent = true;
         self
     }
 
@@ -138,8 +147,11 @@ impl ObjectStore for FaultStore {
         &self,
         location: &Path,
         payload: PutPayload,
-        opts: PutOptions,
+        mut opts: PutOptions,
     ) -> Result<PutResult> {
+        if self.state.lock().unwrap().ignore_put_if_absent {
+            opts.mode = object_store::PutMode::Overwrite;
+        }
         self.run(self.inner.put_opts(location, payload, opts)).await
     }
 

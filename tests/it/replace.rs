@@ -163,3 +163,28 @@ async fn a_date_remembers_a_bounded_window_of_superseded_runs() {
     assert_eq!(p.version_written_by("run-4"), Some(5));
     assert_eq!(p.version_written_by("run-3"), None, "older than the window");
 }
+
+#[tokio::test]
+async fn a_store_without_put_if_absent_is_refused_before_anything_is_committed() {
+    use crate::fault_store::FaultStore;
+    use logbook::{StorageLocation, Table, TableSchema};
+    let store = FaultStore::new(std::sync::Arc::new(object_store::memory::InMemory::new()))
+        .ignoring_put_if_absent();
+    let loc =
+        StorageLocation::from_store(std::sync::Arc::new(store.clone()), "t", "memory://lying");
+    let schema = TableSchema::parse_spec("t", SPEC, "date").unwrap();
+    let err = Table::create(loc.clone(), "t", schema, options())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unsupported);
+    let msg = err.to_string();
+    assert!(
+        msg.contains("memory://lying") && msg.contains("put-if-absent"),
+        "{msg}"
+    );
+    assert_eq!(
+        Table::open(loc, "t", options()).await.unwrap_err().kind(),
+        ErrorKind::NotFound,
+        "nothing was created"
+    );
+}

@@ -149,6 +149,10 @@ pub(crate) async fn commit(
 ) -> std::result::Result<CommitInfo, CommitFailure> {
     let mut ambiguous = false;
     let fail = |error: Error, ambiguous: bool| CommitFailure { error, ambiguous };
+    table
+        .ensure_put_if_absent()
+        .await
+        .map_err(|e| fail(e, false))?;
     let commit_id = table.options.ids.next_id();
     let dates: BTreeSet<NaiveDate> = pending.changes.iter().map(|c| c.date).collect();
     let mut checked = pending.base_version;

@@ -172,3 +172,37 @@ mod tests {
         assert_eq!(log.latest().await.unwrap(), Some(36));
     }
 }
+
+/// Check once that the store honours put-if-absent: create a probe object,
+/// create it again (which must fail with `AlreadyExists`), delete it. A
+/// store that lets the second create succeed would let two writers both
+/// "win" the same version and lose a commit, so logbook refuses to write.
+pub(crate) async fn probe_put_if_absent(location: &StorageLocation, id: uuid::Uuid) -> Result<()> {
+    let relative = format!("{}/probe-{id}", crate::format::layout::META_DIR);
+    let path = location.path(&relative);
+    let store = location.store();
+    let create = || {
+        store.put_opts(
+            &path,
+            Bytes::from_static(b"probe").into(),
+            PutOptions::from(PutMode::Create),
+        )
+    };
+    create().await.map_err(|e| Error::storage(&relative, e))?;
+    let second = create().await;
+    if let Err(e) = store.delete(&path).await {
+        tracing::warn!(path = %relative, error = %e, "could not delete the put-if-absent probe");
+    }
+    match second {
+        Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
+        Ok(_) => Err(Error::UnsupportedStore {
+            location: location.uri().to_string(),
+            reason: "it does not honour put-if-absent (a second create of the same object succeeded), so two writers could both commit the same version; logbook refuses to write there".into(),
+        }),
+        Err(object_store::Error::NotImplemented { .. }) => Err(Error::UnsupportedStore {
+            location: location.uri().to_string(),
+            reason: "it does not implement put-if-absent (PutMode::Create), which logbook's commits need".into(),
+        }),
+        Err(e) => Err(Error::storage(&relative, e)),
+    }
+}

@@ -55,6 +55,8 @@ pub(crate) struct TableInner {
     last_seen: AtomicU64,
     /// Month manifests are immutable, so they are shared across versions.
     months: Mutex<HashMap<String, Arc<MonthManifest>>>,
+    /// Set once the store was shown to honour put-if-absent.
+    probed: tokio::sync::OnceCell<()>,
 }
 
 impl std::fmt::Debug for Table {
@@ -89,6 +91,7 @@ impl Table {
     ) -> Result<Table> {
         validate_table_name(name)?;
         let inner = Arc::new(TableInner::new(name, location, options));
+        inner.ensure_put_if_absent().await?;
         let commit_id = inner.options.ids.next_id();
         let root = RootManifest {
             format: FORMAT_VERSION,
@@ -299,6 +302,7 @@ impl TableInner {
             options,
             last_seen: AtomicU64::new(0),
             months: Mutex::new(HashMap::new()),
+            probed: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -320,6 +324,17 @@ impl TableInner {
             .await?;
         self.saw(v);
         Ok(v)
+    }
+
+    /// Refuse to write to a store that ignores put-if-absent (checked once
+    /// per handle, before its first commit).
+    pub(crate) async fn ensure_put_if_absent(&self) -> Result<()> {
+        self.probed
+            .get_or_try_init(|| {
+                crate::log::probe_put_if_absent(&self.location, self.options.ids.next_id())
+            })
+            .await
+            .map(|_| ())
     }
 
     pub(crate) async fn write_hint(&self, version: u64) {
