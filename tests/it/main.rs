@@ -10,6 +10,7 @@ mod fault_store;
 mod lifecycle;
 mod local_fs;
 mod maintenance;
+mod metadata_fuzz;
 mod query;
 mod replace;
 mod stage;

@@ -188,3 +188,21 @@ async fn a_conflicting_writer_removes_its_staged_files() {
     );
     assert!(!data_files(&t).await.iter().any(|f| f.starts_with(&staged)));
 }
+
+#[tokio::test]
+async fn names_with_nul_or_path_tricks_are_refused() {
+    use logbook::{StorageLocation, TableSchema};
+    let loc = StorageLocation::parse("memory://").unwrap();
+    for name in ["a\0b", "..", "a/b", "a\\b", ""] {
+        let schema = TableSchema::parse_spec("t", SPEC, "date").unwrap();
+        let err = Table::create(loc.clone(), name, schema, options()).await.unwrap_err();
+        assert_eq!(err.kind(), logbook::ErrorKind::InvalidInput, "{name:?}");
+        assert!(err.to_string().contains("table name"), "{err}");
+    }
+    let t = memory_table("t").await;
+    for run in ["r\0", "../x", "a b"] {
+        let err = t.replace_partition(date("2026-03-15"), RunInfo::new(run)).await.unwrap_err();
+        assert!(err.to_string().contains("run id"), "{run:?}: {err}");
+    }
+    assert_eq!(t.latest_version().await.unwrap(), 0);
+}

@@ -46,6 +46,9 @@ fn open_csv(
     skip: &[&str],
 ) -> Result<Batches, CliError> {
     let mut f = File::open(file).map_err(|e| err(table, file, e))?;
+    if f.metadata().map(|m| m.len() == 0).unwrap_or(false) {
+        return Err(err(table, file, "is empty: a CSV input needs a header row"));
+    }
     let mut header = String::new();
     BufReader::new(&mut f)
         .read_line(&mut header)

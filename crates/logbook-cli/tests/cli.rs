@@ -1,57 +1,12 @@
 //! The `logbook` binary, run as a user would.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures")
-        .join(name)
-}
-
-fn logbook(warehouse: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_logbook"))
-        .arg("--warehouse")
-        .arg(warehouse)
-        .args(args)
-        .env_remove("LOGBOOK_WAREHOUSE")
-        .output()
-        .expect("run logbook")
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-/// A failure must be one clear line on stderr and exit 1, never a panic.
-fn refused(out: &Output) -> String {
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stdout: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let err = String::from_utf8(out.stderr.clone()).unwrap();
-    assert!(
-        err.starts_with("error: ") && !err.contains("panicked"),
-        "{err}"
-    );
-    err
-}
+mod common;
+use common::*;
 
 fn partitions(wh: &Path, table: &str) -> serde_json::Value {
     serde_json::from_str(&ok(&logbook(wh, &["partitions", table, "--json"]))).unwrap()
-}
-
-fn log_len(wh: &Path, table: &str) -> usize {
-    let log: serde_json::Value =
-        serde_json::from_str(&ok(&logbook(wh, &["log", table, "--json"]))).unwrap();
-    log.as_array().unwrap().len()
 }
 
 #[test]
@@ -365,38 +320,6 @@ fn bad_inputs_are_refused_clearly_and_leave_the_log_unchanged() {
     assert!(err.contains("nope"), "{err}");
     let err = refused(&logbook(wh, &["partitions", "orders", "--version", "7"]));
     assert!(err.contains("version 7"), "{err}");
-}
-
-/// The `orders` table of the fixtures.
-fn create_orders(wh: &Path) {
-    let spec = "date:date,order_id:int64,customer:string,amount:float64,placed_at:timestamp";
-    ok(&logbook(
-        wh,
-        &[
-            "create",
-            "orders",
-            "--schema",
-            spec,
-            "--partition-by",
-            "date",
-        ],
-    ));
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return vec![];
-    };
-    entries
-        .flatten()
-        .flat_map(|e| {
-            if e.path().is_dir() {
-                walk(&e.path())
-            } else {
-                vec![e.path()]
-            }
-        })
-        .collect()
 }
 
 /// A backfill command that writes one row for `{date}` (value `n`) and

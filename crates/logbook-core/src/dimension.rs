@@ -130,6 +130,14 @@ impl Table {
                     state.apply_snapshot(effective, &all)?;
                 }
                 Change::Delete(keys) => {
+                    if let Some(start) = state.history_start().filter(|s| effective < *s) {
+                        return Err(Error::InvalidInput {
+                            table: inner.name.clone(),
+                            reason: format!(
+                                "deletes effective {effective} are before the dimension's history begins ({start}): no key is valid then; check the date; nothing was committed"
+                            ),
+                        });
+                    }
                     for b in keys {
                         check_keys(&inner.name, &schema, b)?;
                         state.apply_deletes(effective, b)?;

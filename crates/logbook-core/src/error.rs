@@ -146,6 +146,14 @@ pub enum Error {
         reason: String,
     },
 
+    #[error("table {table}: {path} was written in format version {found} by a newer logbook; this build reads up to version {supported}: upgrade logbook")]
+    NewerFormat {
+        table: String,
+        path: String,
+        found: u32,
+        supported: u32,
+    },
+
     #[error("unsupported storage location {location}: {reason}")]
     UnsupportedStore { location: String, reason: String },
 
@@ -194,7 +202,7 @@ impl Error {
             | VersionExpired { .. } => ErrorKind::NotFound,
             TableExists { .. } => ErrorKind::AlreadyExists,
             Corrupt { .. } => ErrorKind::Corrupt,
-            UnsupportedStore { .. } => ErrorKind::Unsupported,
+            UnsupportedStore { .. } | NewerFormat { .. } => ErrorKind::Unsupported,
             Storage { source, .. } => match source {
                 object_store::Error::NotFound { .. } => ErrorKind::NotFound,
                 object_store::Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,

@@ -130,6 +130,15 @@ impl Scd2State {
         Ok((keys, attrs))
     }
 
+    /// The first business date of the dimension's history, if it has any.
+    pub fn history_start(&self) -> Option<NaiveDate> {
+        self.intervals
+            .values()
+            .filter_map(|ivs| ivs.first().map(|iv| iv.from))
+            .min()
+            .map(crate::dates::from_days)
+    }
+
     /// Each row of `batch` (key and attribute columns) is its key's state
     /// from `effective` on. Returns how many keys changed.
     pub fn apply_changes(&mut self, effective: NaiveDate, batch: &RecordBatch) -> Result<usize> {

@@ -346,6 +346,7 @@ impl TableInner {
     pub(crate) async fn snapshot(self: &Arc<Self>, version: u64) -> Result<Snapshot> {
         let entry = self.read_entry(version).await?;
         let root: RootManifest = self.get_json(&entry.manifest).await?;
+        self.readable_format(&entry.manifest, root.format)?;
         Ok(Snapshot::new(self.clone(), entry, root))
     }
 
@@ -361,6 +362,7 @@ impl TableInner {
                 reason: "log entry is missing".into(),
             })?;
         let entry: LogEntry = self.decode(&path, &bytes)?;
+        self.readable_format(&path, entry.format)?;
         if entry.version != version {
             return Err(Error::Corrupt {
                 table: self.name.clone(),
@@ -390,6 +392,19 @@ impl TableInner {
                 table: self.name.clone(),
                 reason: format!("cannot encode metadata: {e}"),
             })
+    }
+
+    /// Refuse metadata written by a newer format than this build reads.
+    fn readable_format(&self, path: &str, found: u32) -> Result<()> {
+        if found > FORMAT_VERSION {
+            return Err(Error::NewerFormat {
+                table: self.name.clone(),
+                path: path.to_string(),
+                found,
+                supported: FORMAT_VERSION,
+            });
+        }
+        Ok(())
     }
 
     fn decode<T: DeserializeOwned>(&self, path: &str, bytes: &[u8]) -> Result<T> {

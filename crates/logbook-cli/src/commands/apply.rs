@@ -29,6 +29,12 @@ pub struct Args {
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     let table = warehouse.table(&args.table).await?;
     let schema = table.latest().await?.schema().clone();
+    if schema.keys().is_none() {
+        return Err(CliError::Input(format!(
+            "table {}: is not a dimension (SCD2) table; replace its partitions with `logbook write` or `logbook run`",
+            table.name()
+        )));
+    }
     let skip: Vec<&str> = if args.delete {
         let keys = schema.keys().unwrap_or_default();
         schema

@@ -1,0 +1,434 @@
+//! A corpus of bad inputs, one test each: every one gets an error naming the
+//! table, partition, file or field, a non-zero exit, no panic, and leaves
+//! the warehouse exactly as it was.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+mod common;
+use common::*;
+
+/// A warehouse with `orders` (two committed dates) and `customers` (one
+/// load), plus a scratch directory for inputs.
+struct World {
+    _dir: tempfile::TempDir,
+    wh: PathBuf,
+    inputs: PathBuf,
+}
+
+fn world() -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let inputs = dir.path().join("in");
+    std::fs::create_dir_all(&inputs).unwrap();
+    create_orders(&wh);
+    for d in ["2026-03-15", "2026-03-16"] {
+        let f = fixture(&format!("orders-{d}.csv"));
+        ok(&logbook(
+            &wh,
+            &["write", "orders", "--date", d, f.to_str().unwrap()],
+        ));
+    }
+    ok(&logbook(
+        &wh,
+        &[
+            "create",
+            "customers",
+            "--schema",
+            "customer:string,region:string",
+            "--scd2",
+            "--key",
+            "customer",
+        ],
+    ));
+    let c = fixture("worked/customers-2026-01-01.csv");
+    ok(&logbook(
+        &wh,
+        &[
+            "apply",
+            "customers",
+            "--effective",
+            "2026-01-01",
+            c.to_str().unwrap(),
+        ],
+    ));
+    World {
+        _dir: dir,
+        wh,
+        inputs,
+    }
+}
+
+/// Every file under the warehouse with its size and contents.
+fn contents(wh: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    walk(wh)
+        .into_iter()
+        .map(|p| (p.clone(), std::fs::read(&p).unwrap()))
+        .collect()
+}
+
+const HEADER: &str = "date,order_id,customer,amount,placed_at";
+
+/// Write `text` as input file `name`; returns its path.
+fn input(w: &World, name: &str, text: impl AsRef<[u8]>) -> String {
+    let p = w.inputs.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+/// The newest file in `dir` (recursively) whose name ends with `suffix`.
+fn file_ending(dir: &Path, suffix: &str) -> PathBuf {
+    let mut found: Vec<PathBuf> = walk(dir)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    found.sort();
+    found
+        .pop()
+        .unwrap_or_else(|| panic!("no file ending {suffix} under {}", dir.display()))
+}
+
+/// Run `args`; it must fail cleanly, mention every needle, change nothing.
+fn refuses(w: &World, args: &[&str], needles: &[&str]) {
+    let before = contents(&w.wh);
+    let out = logbook(&w.wh, args);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success(),
+        "{args:?} succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "{n:?} not in: {err}");
+    }
+    assert!(contents(&w.wh) == before, "{args:?} changed the warehouse");
+}
+
+macro_rules! bad {
+    ($name:ident, |$w:ident| $args:expr, $needles:expr) => {
+        #[test]
+        fn $name() {
+            let $w = world();
+            let args: Vec<String> = $args;
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            refuses(&$w, &args, &$needles);
+        }
+    };
+}
+
+fn v(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+fn write(file: String, date: &str) -> Vec<String> {
+    v(&["write", "orders", "--date", date, &file])
+}
+
+bad!(
+    extra_column,
+    |w| write(
+        input(
+            &w,
+            "extra.csv",
+            format!("{HEADER},tip\n2026-03-15,1,c,1.0,2026-03-15T00:00:00,2\n")
+        ),
+        "2026-03-15"
+    ),
+    ["orders", "extra.csv", "\"tip\""]
+);
+bad!(
+    missing_column,
+    |w| write(
+        input(
+            &w,
+            "missing.csv",
+            "date,order_id,customer,amount\n2026-03-15,1,c,1.0\n"
+        ),
+        "2026-03-15"
+    ),
+    ["orders", "placed_at"]
+);
+bad!(
+    wrong_type_in_a_column,
+    |w| write(
+        input(
+            &w,
+            "types.csv",
+            format!("{HEADER}\n2026-03-15,one,c,1.0,2026-03-15T00:00:00\n")
+        ),
+        "2026-03-15"
+    ),
+    ["orders", "types.csv", "one"]
+);
+bad!(
+    null_in_the_partition_column,
+    |w| write(
+        input(
+            &w,
+            "nulls.csv",
+            format!("{HEADER}\n,1,c,1.0,2026-03-15T00:00:00\n")
+        ),
+        "2026-03-15"
+    ),
+    ["orders", "2026-03-15", "null"]
+);
+bad!(
+    rows_outside_the_date,
+    |w| write(
+        fixture("orders-wrong-date.csv").to_str().unwrap().into(),
+        "2026-03-15"
+    ),
+    ["orders", "2026-03-14", "1 row(s)"]
+);
+bad!(
+    malformed_csv,
+    |w| write(
+        fixture("orders-malformed.csv").to_str().unwrap().into(),
+        "2026-03-15"
+    ),
+    ["orders", "orders-malformed.csv"]
+);
+bad!(
+    ragged_csv,
+    |w| write(
+        input(&w, "ragged.csv", format!("{HEADER}\n2026-03-15,1,c\n")),
+        "2026-03-15"
+    ),
+    ["orders", "ragged.csv", "line 2"]
+);
+bad!(
+    empty_csv,
+    |w| write(input(&w, "empty.csv", ""), "2026-03-15"),
+    ["orders", "empty.csv", "empty"]
+);
+bad!(
+    truncated_parquet,
+    |w| {
+        let bytes = std::fs::read(fixture("orders-2026-03-17.parquet")).unwrap();
+        write(
+            input(&w, "cut.parquet", &bytes[..bytes.len() / 2]),
+            "2026-03-17",
+        )
+    },
+    ["orders", "cut.parquet"]
+);
+bad!(
+    not_parquet_at_all,
+    |w| write(input(&w, "fake.parquet", "date,order_id\n"), "2026-03-17"),
+    ["orders", "fake.parquet"]
+);
+bad!(
+    unknown_input_type,
+    |w| write(input(&w, "orders.xlsx", "x"), "2026-03-15"),
+    ["orders", "orders.xlsx", ".csv or .parquet"]
+);
+bad!(
+    date_that_does_not_parse,
+    |w| write(
+        fixture("orders-2026-03-15.csv").to_str().unwrap().into(),
+        "2026-02-30"
+    ),
+    ["2026-02-30", "--date"]
+);
+bad!(
+    corrupt_log_entry,
+    |w| {
+        std::fs::write(
+            file_ending(&w.wh.join("orders/_logbook/log"), ".json"),
+            "{not json",
+        )
+        .unwrap();
+        v(&["partitions", "orders"])
+    },
+    [
+        "orders",
+        "_logbook/log/00000000000000000002.json",
+        "corrupt"
+    ]
+);
+bad!(
+    truncated_log_entry,
+    |w| {
+        let f = file_ending(&w.wh.join("orders/_logbook/log"), ".json");
+        let bytes = std::fs::read(&f).unwrap();
+        std::fs::write(&f, &bytes[..bytes.len() / 2]).unwrap();
+        v(&["sql", "SELECT count(*) FROM orders"])
+    },
+    ["orders", "00000000000000000002.json"]
+);
+bad!(
+    future_format_version,
+    |w| {
+        let f = file_ending(&w.wh.join("orders/_logbook/log"), ".json");
+        let text = std::fs::read_to_string(&f)
+            .unwrap()
+            .replace("\"format\":1", "\"format\":99");
+        std::fs::write(&f, text).unwrap();
+        v(&["partitions", "orders"])
+    },
+    ["orders", "format version 99", "upgrade logbook"]
+);
+bad!(
+    missing_manifest,
+    |w| {
+        std::fs::remove_file(file_ending(
+            &w.wh.join("orders/_logbook/manifests"),
+            "root.json",
+        ))
+        .unwrap();
+        v(&["partitions", "orders"])
+    },
+    ["orders", "root.json", "missing"]
+);
+bad!(
+    missing_data_file,
+    |w| {
+        std::fs::remove_file(file_ending(
+            &w.wh.join("orders/data/date=2026-03-16"),
+            ".parquet",
+        ))
+        .unwrap();
+        v(&["check", "orders"])
+    },
+    ["orders", "1 problem"]
+);
+bad!(
+    table_name_with_dot_dot,
+    |w| v(&[
+        "create",
+        "../up",
+        "--schema",
+        "d:date",
+        "--partition-by",
+        "d"
+    ]),
+    ["table name", "../up"]
+);
+bad!(
+    table_name_with_slash,
+    |w| v(&["create", "a/b", "--schema", "d:date", "--partition-by", "d"]),
+    ["table name", "a/b"]
+);
+bad!(
+    table_name_very_long,
+    |w| v(&[
+        "create",
+        &"t".repeat(300),
+        "--schema",
+        "d:date",
+        "--partition-by",
+        "d"
+    ]),
+    ["table name", "longer than"]
+);
+bad!(
+    run_id_with_slash,
+    |w| {
+        let mut a = write(
+            fixture("orders-2026-03-15.csv").to_str().unwrap().into(),
+            "2026-03-15",
+        );
+        a.extend(v(&["--run-id", "../../etc"]));
+        a
+    },
+    ["run id", "../../etc"]
+);
+bad!(
+    overlapping_scd_intervals,
+    |w| {
+        let f = input(&w, "dup.csv", "customer,region\nc-01,Bonn\nc-01,Kiel\n");
+        v(&["apply", "customers", "--effective", "2026-02-01", &f])
+    },
+    ["customers", "c-01", "twice"]
+);
+bad!(
+    delete_before_the_dimension_history,
+    |w| {
+        let f = input(&w, "gone.csv", "customer\nc-01\n");
+        v(&[
+            "apply",
+            "customers",
+            "--effective",
+            "2025-06-01",
+            "--delete",
+            &f,
+        ])
+    },
+    [
+        "customers",
+        "2025-06-01",
+        "before the dimension's history begins"
+    ]
+);
+bad!(
+    duration_that_does_not_parse,
+    |w| v(&["vacuum", "orders", "--retention", "forever"]),
+    ["forever", "--retention"]
+);
+bad!(
+    retention_too_short,
+    |w| v(&["vacuum", "orders", "--retention", "5min"]),
+    ["orders", "under one hour"]
+);
+bad!(
+    writing_a_dimension_like_a_fact_table,
+    |w| {
+        let f = fixture("orders-2026-03-15.csv");
+        v(&[
+            "write",
+            "customers",
+            "--date",
+            "2026-03-15",
+            f.to_str().unwrap(),
+        ])
+    },
+    ["customers", "dimension"]
+);
+bad!(
+    applying_to_a_fact_table,
+    |w| {
+        let f = fixture("worked/customers-2026-01-01.csv");
+        v(&[
+            "apply",
+            "orders",
+            "--effective",
+            "2026-01-01",
+            f.to_str().unwrap(),
+        ])
+    },
+    ["orders", "not a dimension"]
+);
+bad!(
+    query_of_an_unknown_table,
+    |w| v(&["sql", "SELECT * FROM nope"]),
+    ["nope"]
+);
+bad!(
+    wall_clock_inside_a_run,
+    |w| v(&[
+        "run",
+        "orders",
+        "--date",
+        "2026-03-15",
+        "--sql",
+        "SELECT now()"
+    ]),
+    ["now", "logical_date()"]
+);
+bad!(
+    time_travel_beyond_the_log,
+    |w| v(&["sql", "SELECT * FROM orders", "--version", "orders=99"]),
+    ["orders", "99"]
+);
+bad!(
+    publishing_a_stage_that_does_not_exist,
+    |w| v(&["stage", "publish", "orders", "nope"]),
+    ["orders", "no stage \"nope\""]
+);
+bad!(
+    compacting_a_dimension,
+    |w| v(&["compact", "customers"]),
+    ["customers", "dimension"]
+);
