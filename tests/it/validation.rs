@@ -195,13 +195,18 @@ async fn names_with_nul_or_path_tricks_are_refused() {
     let loc = StorageLocation::parse("memory://").unwrap();
     for name in ["a\0b", "..", "a/b", "a\\b", ""] {
         let schema = TableSchema::parse_spec("t", SPEC, "date").unwrap();
-        let err = Table::create(loc.clone(), name, schema, options()).await.unwrap_err();
+        let err = Table::create(loc.clone(), name, schema, options())
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), logbook::ErrorKind::InvalidInput, "{name:?}");
         assert!(err.to_string().contains("table name"), "{err}");
     }
     let t = memory_table("t").await;
     for run in ["r\0", "../x", "a b"] {
-        let err = t.replace_partition(date("2026-03-15"), RunInfo::new(run)).await.unwrap_err();
+        let err = t
+            .replace_partition(date("2026-03-15"), RunInfo::new(run))
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("run id"), "{run:?}: {err}");
     }
     assert_eq!(t.latest_version().await.unwrap(), 0);
