@@ -3,6 +3,7 @@
 mod commit_cost;
 mod common;
 mod concurrency;
+mod conformance;
 mod counting_store;
 mod crash;
 mod dimension;
