@@ -238,6 +238,7 @@ async fn crash_at_every_step(op: Op) -> usize {
         }
     }
     assert!(injected >= k_max, "every step got a fault");
+    eprintln!("crash: {op:?}: {k_max} store operations, {injected} faults injected, all recovered");
     injected
 }
 
