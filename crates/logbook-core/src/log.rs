@@ -147,32 +147,6 @@ impl Log {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn latest_probes_past_a_stale_hint() {
-        let log = Log::new(StorageLocation::parse("memory://").unwrap());
-        assert_eq!(log.latest().await.unwrap(), None);
-        for v in 0..37 {
-            assert!(matches!(
-                log.try_create(v, Bytes::from("x")).await,
-                PutOutcome::Created
-            ));
-        }
-        assert!(matches!(
-            log.try_create(5, Bytes::from("y")).await,
-            PutOutcome::AlreadyExists
-        ));
-        assert_eq!(log.latest().await.unwrap(), Some(36));
-        log.write_hint(3).await.unwrap();
-        assert_eq!(log.latest().await.unwrap(), Some(36));
-        log.write_hint(36).await.unwrap();
-        assert_eq!(log.latest().await.unwrap(), Some(36));
-    }
-}
-
 /// Check once that the store honours put-if-absent: create a probe object,
 /// create it again (which must fail with `AlreadyExists`), delete it. A
 /// store that lets the second create succeed would let two writers both
@@ -204,5 +178,31 @@ pub(crate) async fn probe_put_if_absent(location: &StorageLocation, id: uuid::Uu
             reason: "it does not implement put-if-absent (PutMode::Create), which logbook's commits need".into(),
         }),
         Err(e) => Err(Error::storage(&relative, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn latest_probes_past_a_stale_hint() {
+        let log = Log::new(StorageLocation::parse("memory://").unwrap());
+        assert_eq!(log.latest().await.unwrap(), None);
+        for v in 0..37 {
+            assert!(matches!(
+                log.try_create(v, Bytes::from("x")).await,
+                PutOutcome::Created
+            ));
+        }
+        assert!(matches!(
+            log.try_create(5, Bytes::from("y")).await,
+            PutOutcome::AlreadyExists
+        ));
+        assert_eq!(log.latest().await.unwrap(), Some(36));
+        log.write_hint(3).await.unwrap();
+        assert_eq!(log.latest().await.unwrap(), Some(36));
+        log.write_hint(36).await.unwrap();
+        assert_eq!(log.latest().await.unwrap(), Some(36));
     }
 }
