@@ -335,3 +335,63 @@ async fn vacuum_keeps_the_files_of_live_stages_and_running_writes() {
     assert_eq!(rows(&t.latest().await.unwrap(), d).await.len(), 3);
     assert_eq!(rows(&t.latest().await.unwrap(), d2).await.len(), 5);
 }
+
+#[tokio::test]
+async fn a_long_compaction_commits_its_progress_every_n_partitions() {
+    let (wh, _) = aged_warehouse();
+    let dates = [date("2026-03-01"), date("2026-03-02"), date("2026-03-03")];
+    let t = small_files_table(&wh, &dates).await;
+    let before = t.latest_version().await.unwrap();
+    let options = CompactOptions {
+        commit_every: 2,
+        ..Default::default()
+    };
+    let seen = std::sync::Mutex::new(Vec::new());
+    let report = compact(&t, &options, &|p| {
+        seen.lock().unwrap().push(p.partitions_done)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        report.commits,
+        vec![before + 1, before + 2],
+        "2 partitions, then 1"
+    );
+    assert_eq!(*seen.lock().unwrap(), vec![1, 2, 3]);
+    let first = t.at_version(before + 1).await.unwrap();
+    assert_eq!(
+        first
+            .partition(dates[0])
+            .await
+            .unwrap()
+            .unwrap()
+            .files
+            .len(),
+        1
+    );
+    assert_eq!(
+        first
+            .partition(dates[2])
+            .await
+            .unwrap()
+            .unwrap()
+            .files
+            .len(),
+        50,
+        "not yet"
+    );
+    for d in dates {
+        assert_eq!(
+            t.latest()
+                .await
+                .unwrap()
+                .partition(d)
+                .await
+                .unwrap()
+                .unwrap()
+                .files
+                .len(),
+            1
+        );
+    }
+}
