@@ -37,6 +37,7 @@ fn reasons(s: &TableStatus, d: &str) -> Vec<String> {
             StaleReason::Input { table, date, .. } => format!("input {table} {date}"),
             StaleReason::Dimension { table, mode, .. } => format!("dimension {table} {mode}"),
             StaleReason::Previous { date, .. } => format!("previous {date}"),
+            StaleReason::Schema { columns } => format!("schema {}", columns.join(",")),
         })
         .collect();
     kinds.sort();

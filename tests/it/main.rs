@@ -14,6 +14,7 @@ mod maintenance;
 mod metadata_fuzz;
 mod query;
 mod replace;
+mod schema_evolution;
 mod stage;
 mod time_travel;
 mod validation;

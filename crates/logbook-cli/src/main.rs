@@ -48,7 +48,9 @@ enum Command {
     Sql(commands::sql::Args),
     /// Run a job: replace TABLE's partition for --date with the rows of a query.
     Run(commands::run::Args),
-    /// Change a table's schedule start or chain declaration.
+    /// A table's columns with their field ids, at the latest or a given version.
+    Schema(commands::schema::Args),
+    /// Change a table's schedule, chain declaration or schema (add, widen, rename, drop a column).
     Alter(commands::alter::Args),
     /// Every scheduled date's state (complete, stale with reasons, missing, running, corrupt).
     Status(commands::status::StatusArgs),
@@ -117,6 +119,7 @@ async fn run(cli: Cli) -> Result<(), commands::CliError> {
         Command::Apply(args) => commands::apply::run(&warehouse, args).await,
         Command::Sql(args) => commands::sql::run(&warehouse, args).await,
         Command::Run(args) => commands::run::run(&warehouse, args).await,
+        Command::Schema(args) => commands::schema::run(&warehouse, args).await,
         Command::Alter(args) => commands::alter::run(&warehouse, args).await,
         Command::Status(args) => commands::status::status(&warehouse, args).await,
         Command::Plan(args) => commands::status::plan(&warehouse, args).await,

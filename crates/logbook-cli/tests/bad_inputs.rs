@@ -432,3 +432,33 @@ bad!(
     |w| v(&["compact", "customers"]),
     ["customers", "dimension"]
 );
+bad!(
+    adding_a_column_that_exists,
+    |w| v(&["alter", "orders", "--add-column", "amount:float64"]),
+    ["orders", "\"amount\" already exists", "schema version 0"]
+);
+bad!(
+    dropping_the_partition_column,
+    |w| v(&["alter", "orders", "--drop-column", "date"]),
+    ["orders", "partition column"]
+);
+bad!(
+    dropping_a_dimension_key,
+    |w| v(&["alter", "customers", "--drop-column", "customer"]),
+    ["customers", "key column"]
+);
+bad!(
+    an_unsafe_type_change,
+    |w| v(&["alter", "orders", "--widen-column", "amount:int32"]),
+    ["orders", "not a safe widening"]
+);
+bad!(
+    renaming_to_an_existing_name,
+    |w| v(&["alter", "orders", "--rename-column", "customer:amount"]),
+    ["orders", "\"amount\" already exists"]
+);
+bad!(
+    adding_a_column_of_an_unknown_type,
+    |w| v(&["alter", "orders", "--add-column", "tip:money"]),
+    ["orders", "unknown type \"money\""]
+);

@@ -786,3 +786,66 @@ fn compact_expire_and_vacuum_from_the_command_line() {
     let check = ok(&logbook(&wh, &["check", "orders"]));
     assert!(check.contains("0 problem(s)"), "{check}");
 }
+
+#[test]
+fn adding_a_column_is_logged_shown_by_schema_and_stales_older_dates() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    create_orders(&wh);
+    let f = fixture("orders-2026-03-15.csv");
+    ok(&logbook(
+        &wh,
+        &[
+            "write",
+            "orders",
+            "--date",
+            "2026-03-15",
+            f.to_str().unwrap(),
+        ],
+    ));
+    let out = ok(&logbook(
+        &wh,
+        &["alter", "orders", "--add-column", "tip:float64"],
+    ));
+    assert!(
+        out.contains("add column tip:float64 at version 2") && out.contains("schema version 1"),
+        "{out}"
+    );
+    let log = ok(&logbook(&wh, &["log", "orders"]));
+    assert!(log.contains("schema (add column tip:float64)"), "{log}");
+    let schema: serde_json::Value =
+        serde_json::from_str(&ok(&logbook(&wh, &["schema", "orders", "--json"]))).unwrap();
+    let tip = schema["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "tip")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (tip["id"].as_u64(), tip["added_in"].as_u64()),
+        (Some(6), Some(1))
+    );
+    let old = ok(&logbook(&wh, &["schema", "orders", "--version", "1"]));
+    assert!(
+        old.contains("schema version 0") && !old.contains("tip"),
+        "{old}"
+    );
+    let s: serde_json::Value = serde_json::from_str(&ok(&logbook(
+        &wh,
+        &["status", "orders", "--to", "2026-03-15", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(s[0]["state"], "stale");
+    assert_eq!(s[0]["reasons"][0]["reason"], "schema");
+    let q = ok(&logbook(
+        &wh,
+        &[
+            "sql",
+            "SELECT count(*) AS n, count(tip) AS tips FROM orders",
+            "--format",
+            "csv",
+        ],
+    ));
+    assert!(q.contains("4,0"), "{q}");
+}

@@ -19,6 +19,7 @@ use crate::format::{
     RUN_RETRY_WINDOW,
 };
 use crate::log::PutOutcome;
+use crate::schema::SchemaChange;
 use crate::snapshot::Snapshot;
 use crate::table::TableInner;
 
@@ -36,6 +37,8 @@ pub(crate) struct PartitionChange {
     /// replaced or compacted since), and it keeps the partition's version and
     /// run, because the rows are unchanged.
     pub rewrite_of: Option<Vec<String>>,
+    /// The schema version the rows were written under.
+    pub schema_version: u32,
 }
 
 /// New contents of a whole dimension.
@@ -62,6 +65,8 @@ pub(crate) struct PendingCommit {
     pub retain_from: Option<u64>,
     /// Vacuum: how many files it deleted, recorded in the entry.
     pub files_removed: Option<u64>,
+    /// A schema change, applied to the head's schema when the commit is built.
+    pub schema_change: Option<SchemaChange>,
 }
 
 impl PendingCommit {
@@ -80,6 +85,7 @@ impl PendingCommit {
             properties: None,
             retain_from: None,
             files_removed: None,
+            schema_change: None,
         }
     }
 
@@ -99,6 +105,7 @@ impl PendingCommit {
             properties: Some(change),
             retain_from: None,
             files_removed: None,
+            schema_change: None,
         }
     }
 
@@ -112,6 +119,7 @@ impl PendingCommit {
             properties: None,
             retain_from: None,
             files_removed: None,
+            schema_change: None,
         }
     }
 }
@@ -396,6 +404,7 @@ async fn write_manifests(
                     version,
                     commit_id,
                     rows: c.rows,
+                    schema_version: c.schema_version,
                     files: c.files.clone(),
                     run: Some(c.run.clone().unwrap_or_else(|| pending.run.clone())),
                     earlier_runs,
@@ -439,9 +448,13 @@ async fn write_manifests(
         }
         None => head.root().dimension.clone(),
     };
+    let schema = match &pending.schema_change {
+        Some(change) => head.schema().evolve(&table.name, change)?,
+        None => head.schema().clone(),
+    };
     let root = RootManifest {
         format: FORMAT_VERSION,
-        schema: head.schema().clone(),
+        schema,
         months: months.into_values().collect(),
         dimension,
         properties: match &pending.properties {
@@ -486,5 +499,6 @@ async fn write_manifests(
         files_removed: pending.files_removed.unwrap_or(files_removed),
         run: Some(pending.run.clone()),
         affected: pending.dimension.as_ref().and_then(|d| d.affected),
+        change: pending.schema_change.as_ref().map(|c| c.to_string()),
     })
 }

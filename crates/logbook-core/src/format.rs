@@ -41,6 +41,8 @@ pub enum Operation {
     Expire,
     /// Recorded what a vacuum deleted; no data changed.
     Vacuum,
+    /// Changed the schema (see `change`); no data file rewritten.
+    AlterSchema,
 }
 
 impl Operation {
@@ -49,7 +51,11 @@ impl Operation {
     pub fn data_unchanged(self) -> bool {
         matches!(
             self,
-            Operation::SetProperties | Operation::Compact | Operation::Expire | Operation::Vacuum
+            Operation::SetProperties
+                | Operation::Compact
+                | Operation::Expire
+                | Operation::Vacuum
+                | Operation::AlterSchema
         )
     }
 }
@@ -65,6 +71,7 @@ impl std::fmt::Display for Operation {
             Operation::Compact => "compact",
             Operation::Expire => "expire",
             Operation::Vacuum => "vacuum",
+            Operation::AlterSchema => "schema",
         })
     }
 }
@@ -174,6 +181,9 @@ pub struct LogEntry {
     /// For dimension commits: the business dates whose resolved rows changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affected: Option<DateRange>,
+    /// For schema changes: what changed, e.g. `add column tip:float64`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<String>,
 }
 
 /// A range of business dates `[from, to)`; `to: None` means open-ended.
@@ -295,6 +305,9 @@ pub struct PartitionEntry {
     pub files: Vec<DataFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunInfo>,
+    /// The schema version the partition was written under.
+    #[serde(default)]
+    pub schema_version: u32,
     /// The last [`RUN_RETRY_WINDOW`] earlier runs that wrote this date, oldest
     /// first, so that a late retry of a superseded run is recognised and never
     /// overwrites a newer one. Bounded, like Delta's transaction-id retention,

@@ -3,8 +3,8 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
-use arrow_schema::{DataType, Field, Schema};
+use arrow_array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -19,6 +19,7 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use crate::error::{Error, Result};
 use crate::format::DataFile;
+use crate::schema::{Column, TableSchema};
 use crate::table::TableInner;
 
 /// Reads one Parquet object whose size is known from the manifest, so the
@@ -137,27 +138,83 @@ pub fn with_view_types(schema: &Schema) -> Schema {
     Schema::new_with_metadata(fields, schema.metadata().clone())
 }
 
-/// Stream the rows of `files` in order, projected to `columns` (all if `None`).
-/// The next file's footer is fetched while the current one is read.
+/// Stream the rows of `files` in order as rows of `schema` (the schema of the
+/// snapshot being read), projected to `columns` of it (all if `None`).
+///
+/// Columns are found in each file by field id, not by name, so files
+/// written under an older schema adapt: a column added since reads as
+/// null, a widened one is cast, a renamed one appears under its new name,
+/// and a dropped one is not read. The next file's footer is fetched while
+/// the current one is read.
 pub(crate) fn read_files(
     table: &Arc<TableInner>,
+    schema: &TableSchema,
     files: Vec<DataFile>,
     columns: Option<&[&str]>,
     options: ReadOptions,
 ) -> BoxStream<'static, Result<RecordBatch>> {
     let table = table.clone();
-    let columns: Option<Vec<String>> = columns.map(|c| c.iter().map(|s| s.to_string()).collect());
+    let wanted: Vec<Column> = match columns {
+        Some(names) => {
+            let found: Result<Vec<Column>> = names
+                .iter()
+                .map(|n| {
+                    schema
+                        .column(n)
+                        .cloned()
+                        .ok_or_else(|| Error::InvalidInput {
+                            table: table.name.clone(),
+                            reason: format!("no column {n:?} (columns: {})", schema.spec()),
+                        })
+                })
+                .collect();
+            match found {
+                Ok(found) => found,
+                Err(e) => return futures::stream::once(async move { Err(e) }).boxed(),
+            }
+        }
+        None => schema.columns.clone(),
+    };
+    let output = Arc::new(output_schema(schema, &wanted, options.view_types));
     futures::stream::iter(files)
-        .map(move |file| open_file(table.clone(), file, columns.clone(), options))
+        .map(move |file| open_file(table.clone(), file, wanted.clone(), output.clone(), options))
         .buffered(2)
         .try_flatten()
         .boxed()
 }
 
+/// The Arrow schema of the rows a scan returns.
+fn output_schema(schema: &TableSchema, wanted: &[Column], view_types: bool) -> Schema {
+    let all = schema.arrow_schema();
+    let fields: Vec<Field> = wanted
+        .iter()
+        .map(|c| {
+            all.field_with_name(&c.name)
+                .expect("column of the schema")
+                .clone()
+        })
+        .collect();
+    let out = Schema::new(fields);
+    if view_types {
+        with_view_types(&out)
+    } else {
+        out
+    }
+}
+
+/// The field id a file's Arrow field carries, if any.
+fn field_id(field: &Field) -> Option<u32> {
+    field
+        .metadata()
+        .get(parquet::arrow::PARQUET_FIELD_ID_META_KEY)
+        .and_then(|v| v.parse().ok())
+}
+
 async fn open_file(
     table: Arc<TableInner>,
     file: DataFile,
-    columns: Option<Vec<String>>,
+    wanted: Vec<Column>,
+    output: SchemaRef,
     options: ReadOptions,
 ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
     let path = table.location.path(&file.path);
@@ -174,22 +231,70 @@ async fn open_file(
         )
         .map_err(|e| Error::parquet(&rel, e))?;
     }
-    let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
-        .with_batch_size(options.batch_size.max(1));
-    if let Some(columns) = columns {
-        let arrow = builder.schema().clone();
-        let indices = columns
-            .iter()
-            .map(|c| {
-                arrow.index_of(c).map_err(|_| Error::InvalidInput {
-                    table: table.name.clone(),
-                    reason: format!("no column {c:?} in file {rel}"),
-                })
+    // Where each wanted column is in the file: by field id; by name for
+    // files without ids.
+    let file_schema = metadata.schema().clone();
+    let has_ids = file_schema.fields().iter().any(|f| field_id(f).is_some());
+    let sources: Vec<Option<usize>> = wanted
+        .iter()
+        .map(|c| {
+            file_schema.fields().iter().position(|f| {
+                if has_ids {
+                    field_id(f) == Some(c.id)
+                } else {
+                    f.name() == &c.name
+                }
             })
-            .collect::<Result<Vec<_>>>()?;
-        let mask = ProjectionMask::roots(builder.parquet_schema(), indices);
-        builder = builder.with_projection(mask);
-    }
+        })
+        .collect();
+    let mut read: Vec<usize> = sources.iter().flatten().copied().collect();
+    read.sort_unstable();
+    read.dedup();
+    let mask = ProjectionMask::roots(metadata.parquet_schema(), read.iter().copied());
+    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
+        .with_batch_size(options.batch_size.max(1))
+        .with_projection(mask);
     let stream = builder.build().map_err(|e| Error::parquet(&rel, e))?;
-    Ok(stream.map_err(move |e| Error::parquet(&rel, e)).boxed())
+    let adapt_rel = rel.clone();
+    Ok(stream
+        .map_err(move |e| Error::parquet(&rel, e))
+        .and_then(move |batch| {
+            let result = adapt(&batch, &read, &sources, &output)
+                .map_err(|e| Error::arrow(format!("table file {adapt_rel}"), e));
+            futures::future::ready(result)
+        })
+        .boxed())
+}
+
+/// Build a batch of `output` from a batch holding the file columns `read`
+/// (in file order): each output column comes from its source file column,
+/// cast when its type changed, or is all null when the file lacks it.
+fn adapt(
+    batch: &RecordBatch,
+    read: &[usize],
+    sources: &[Option<usize>],
+    output: &SchemaRef,
+) -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
+    let rows = batch.num_rows();
+    let columns: Vec<ArrayRef> = sources
+        .iter()
+        .zip(output.fields())
+        .map(|(source, field)| match source {
+            Some(i) => {
+                let at = read.iter().position(|r| r == i).expect("read");
+                let col = batch.column(at);
+                if col.data_type() == field.data_type() {
+                    Ok(col.clone())
+                } else {
+                    arrow_cast::cast(col, field.data_type())
+                }
+            }
+            None => Ok(new_null_array(field.data_type(), rows)),
+        })
+        .collect::<std::result::Result<_, _>>()?;
+    RecordBatch::try_new_with_options(
+        output.clone(),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )
 }

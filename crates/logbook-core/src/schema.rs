@@ -121,6 +121,13 @@ pub struct Column {
     #[serde(rename = "type")]
     pub ty: ColumnType,
     pub nullable: bool,
+    /// The schema version that added the column (0: from the start).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub added_in: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 /// Validity start column of a dimension (inclusive, business date).
@@ -154,6 +161,39 @@ pub struct TableSchema {
     pub columns: Vec<Column>,
     #[serde(flatten)]
     pub kind: TableKind,
+    /// Incremented by every schema change (0 at creation).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub version: u32,
+    /// The highest field id ever assigned: ids of dropped columns are never reused.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub last_column_id: u32,
+}
+
+/// One change to a table's schema. No data file is rewritten: reads map
+/// columns by field id and adapt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SchemaChange {
+    /// A new nullable column (null in partitions written before).
+    AddColumn { name: String, ty: ColumnType },
+    /// A safe widening: int32 to int64, float32 to float64.
+    WidenColumn { name: String, ty: ColumnType },
+    /// A new name for a column (same field id, same data).
+    RenameColumn { from: String, to: String },
+    /// The column disappears (its field id is never reused).
+    DropColumn { name: String },
+}
+
+impl std::fmt::Display for SchemaChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SchemaChange::AddColumn { name, ty } => write!(f, "add column {name}:{}", ty.name()),
+            SchemaChange::WidenColumn { name, ty } => {
+                write!(f, "widen column {name} to {}", ty.name())
+            }
+            SchemaChange::RenameColumn { from, to } => write!(f, "rename column {from} to {to}"),
+            SchemaChange::DropColumn { name } => write!(f, "drop column {name}"),
+        }
+    }
 }
 
 impl TableSchema {
@@ -212,9 +252,16 @@ impl TableSchema {
                 nullable: !required.contains(&name.as_str()),
                 name,
                 ty,
+                added_in: 0,
             })
-            .collect();
-        let schema = Self { columns, kind };
+            .collect::<Vec<Column>>();
+        let last_column_id = columns.len() as u32;
+        let schema = Self {
+            columns,
+            kind,
+            version: 0,
+            last_column_id,
+        };
         schema.validate(table)?;
         Ok(schema)
     }
@@ -292,6 +339,124 @@ impl TableSchema {
                 }
             }
         }
+    }
+
+    /// This schema with `change` applied (the next schema version), or a
+    /// clear error naming the column when the change is not allowed.
+    ///
+    /// ```
+    /// use logbook_core::schema::{ColumnType, SchemaChange, TableSchema};
+    /// let s = TableSchema::parse_spec("t", "date:date,n:int32", "date").unwrap();
+    /// let s = s.evolve("t", &SchemaChange::AddColumn { name: "tip".into(), ty: ColumnType::Float64 }).unwrap();
+    /// assert_eq!((s.version, s.column("tip").unwrap().id), (1, 3));
+    /// let bad = s.evolve("t", &SchemaChange::DropColumn { name: "date".into() });
+    /// assert!(bad.unwrap_err().to_string().contains("partition column"));
+    /// ```
+    pub fn evolve(&self, table: &str, change: &SchemaChange) -> Result<TableSchema> {
+        let refuse = |reason: String| {
+            Err(Error::InvalidSchema {
+                table: table.to_string(),
+                reason: format!("{change}: {reason} (schema version {})", self.version),
+            })
+        };
+        let existing = |name: &str| {
+            self.column(name).ok_or_else(|| Error::InvalidSchema {
+                table: table.to_string(),
+                reason: format!(
+                    "{change}: no column {name:?} (columns: {}; schema version {})",
+                    self.spec(),
+                    self.version
+                ),
+            })
+        };
+        let structural = |name: &str| -> Option<&'static str> {
+            match &self.kind {
+                TableKind::Partitioned { partition_column } if partition_column == name => {
+                    Some("it is the partition column")
+                }
+                TableKind::Scd2 { keys } if keys.iter().any(|k| k == name) => {
+                    Some("it is a key column of the dimension")
+                }
+                TableKind::Scd2 { .. } if name == VALID_FROM || name == VALID_TO => {
+                    Some("it is a validity column managed by logbook")
+                }
+                _ => None,
+            }
+        };
+        let mut next = self.clone();
+        next.version += 1;
+        match change {
+            SchemaChange::AddColumn { name, ty } => {
+                validate_column_name(name)?;
+                if self.column(name).is_some() {
+                    return refuse(format!("column {name:?} already exists"));
+                }
+                let id = self.next_column_id();
+                next.last_column_id = id;
+                next.columns.push(Column {
+                    id,
+                    name: name.clone(),
+                    ty: *ty,
+                    nullable: true,
+                    added_in: next.version,
+                });
+            }
+            SchemaChange::WidenColumn { name, ty } => {
+                let col = existing(name)?;
+                let safe = matches!(
+                    (col.ty, ty),
+                    (ColumnType::Int32, ColumnType::Int64)
+                        | (ColumnType::Float32, ColumnType::Float64)
+                );
+                if !safe {
+                    return refuse(format!(
+                        "{} to {} is not a safe widening (only int32 to int64 and float32 to float64)",
+                        col.ty.name(),
+                        ty.name()
+                    ));
+                }
+                let i = self.index_of(name).expect("exists");
+                next.columns[i].ty = *ty;
+            }
+            SchemaChange::RenameColumn { from, to } => {
+                existing(from)?;
+                validate_column_name(to)?;
+                if let Some(why) = structural(from) {
+                    return refuse(format!("{from:?} cannot be renamed: {why}"));
+                }
+                if self.column(to).is_some() {
+                    return refuse(format!("column {to:?} already exists"));
+                }
+                let i = self.index_of(from).expect("exists");
+                next.columns[i].name = to.clone();
+            }
+            SchemaChange::DropColumn { name } => {
+                existing(name)?;
+                if let Some(why) = structural(name) {
+                    return refuse(format!("{name:?} cannot be dropped: {why}"));
+                }
+                next.columns.retain(|c| &c.name != name);
+                next.last_column_id = self.next_column_id() - 1;
+            }
+        }
+        next.validate(table)?;
+        Ok(next)
+    }
+
+    /// The id the next added column gets.
+    fn next_column_id(&self) -> u32 {
+        self.columns
+            .iter()
+            .map(|c| c.id)
+            .max()
+            .unwrap_or(0)
+            .max(self.last_column_id)
+            + 1
+    }
+
+    /// The column with this field id.
+    pub fn column_by_id(&self, id: u32) -> Option<&Column> {
+        self.columns.iter().find(|c| c.id == id)
     }
 
     /// The column with this name.

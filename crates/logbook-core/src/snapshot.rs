@@ -130,6 +130,7 @@ impl Snapshot {
             .unwrap_or_default();
         Ok(read_files(
             &self.table,
+            &self.root.schema,
             files,
             columns,
             ReadOptions::default(),
@@ -149,6 +150,7 @@ impl Snapshot {
     pub async fn scan_dimension(&self) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         Ok(read_files(
             &self.table,
+            &self.root.schema,
             self.dimension_files(),
             None,
             ReadOptions::default(),
@@ -164,7 +166,19 @@ impl Snapshot {
         columns: Option<&[&str]>,
         options: ReadOptions,
     ) -> BoxStream<'static, Result<RecordBatch>> {
-        read_files(&self.table, files, columns, options)
+        read_files(&self.table, &self.root.schema, files, columns, options)
+    }
+
+    /// [`Snapshot::scan_files`] adapting the rows to `schema` (a query that
+    /// planned with another version's schema reads with that schema).
+    pub fn scan_files_as(
+        &self,
+        schema: &crate::schema::TableSchema,
+        files: Vec<crate::format::DataFile>,
+        columns: Option<&[&str]>,
+        options: ReadOptions,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
+        read_files(&self.table, schema, files, columns, options)
     }
 
     /// The table's declared schedule and chain, as of this version.

@@ -52,6 +52,9 @@ pub struct StagedPartition {
     pub rows: u64,
     pub files: Vec<DataFile>,
     pub run: RunInfo,
+    /// The schema version the rows were written under.
+    #[serde(default)]
+    pub schema_version: u32,
 }
 
 /// A named stage of a table.
@@ -253,6 +256,7 @@ impl Stage {
                 rows: p.rows,
                 run: Some(p.run.clone()),
                 rewrite_of: None,
+                schema_version: p.schema_version,
             })
             .collect();
         let run = RunInfo::new(format!("publish-{}", self.info.name));

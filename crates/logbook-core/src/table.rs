@@ -20,7 +20,7 @@ use crate::format::{
 use crate::log::{Log, PutOutcome};
 use crate::names::{validate_run_id, validate_table_name};
 use crate::options::TableOptions;
-use crate::schema::TableSchema;
+use crate::schema::{SchemaChange, TableSchema};
 use crate::snapshot::Snapshot;
 use crate::storage::StorageLocation;
 use crate::writer::PartitionWriter;
@@ -116,6 +116,7 @@ impl Table {
             files_removed: 0,
             run: None,
             affected: None,
+            change: None,
         };
         match inner.log.try_create(0, inner.encode(&entry)?).await {
             PutOutcome::Created => {}
@@ -272,6 +273,34 @@ impl Table {
         let base = self.latest_version().await?;
         let run = RunInfo::new(format!("alter-{}", self.inner.options.ids.next_id()));
         let pending = PendingCommit::properties(base, run, change);
+        crate::commit::commit(&self.inner, pending)
+            .await
+            .map_err(|f| f.error)
+    }
+
+    /// Change the schema: add a nullable column, widen a column safely,
+    /// rename or drop one. A commit of its own that rewrites no data file;
+    /// reads of older partitions adapt by field id. Refused (nothing
+    /// committed) with an error naming the column when not allowed.
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> logbook_core::Result<()> {
+    /// use logbook_core::schema::{ColumnType, SchemaChange, TableSchema};
+    /// use logbook_core::Warehouse;
+    /// let wh = Warehouse::open("memory://")?;
+    /// let t = wh.create_table("t", TableSchema::parse_spec("t", "date:date,n:int32", "date")?).await?;
+    /// t.alter_schema(SchemaChange::WidenColumn { name: "n".into(), ty: ColumnType::Int64 }).await?;
+    /// assert_eq!(t.latest().await?.schema().spec(), "date:date,n:int64");
+    /// # Ok(()) }
+    /// ```
+    pub async fn alter_schema(&self, change: SchemaChange) -> Result<CommitInfo> {
+        let base = self.latest().await?;
+        // Validate up front for a clear error; the commit re-applies the
+        // change to whatever schema is the head's then.
+        base.schema().evolve(&self.inner.name, &change)?;
+        let run = RunInfo::new(format!("schema-{}", self.inner.options.ids.next_id()));
+        let mut pending = PendingCommit::maintenance(Operation::AlterSchema, base.version(), run);
+        pending.schema_change = Some(change);
         crate::commit::commit(&self.inner, pending)
             .await
             .map_err(|f| f.error)

@@ -23,7 +23,11 @@ pub(crate) fn conform(
         table: table.to_string(),
         what: what.to_string(),
         field: field.to_string(),
-        problem,
+        problem: format!(
+            "{problem} (the table is at schema version {}: {})",
+            schema.version,
+            schema.spec()
+        ),
     };
     let given = batch.schema();
     for field in given.fields() {

@@ -200,6 +200,7 @@ impl PartitionWriter {
                 rows,
                 files,
                 run,
+                schema_version: base.schema().version,
             };
             let recorded = crate::stage::record(&table, &name, &partition).await;
             intent::clear(&table, date, &run_id).await;
@@ -226,6 +227,7 @@ impl PartitionWriter {
                 rows,
                 run: None,
                 rewrite_of: None,
+                schema_version: base.schema().version,
             }],
         );
         let outcome = commit(&table, pending).await;

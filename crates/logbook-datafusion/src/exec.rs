@@ -17,7 +17,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::{StreamExt, TryStreamExt};
 use logbook_core::reader::ReadOptions;
-use logbook_core::{DataFile, Snapshot, VALID_FROM, VALID_TO};
+use logbook_core::{DataFile, Snapshot, TableSchema, VALID_FROM, VALID_TO};
 
 /// Which rows of a dimension a scan returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +31,8 @@ pub enum ValidityFilter {
 /// Reads groups of data files of one snapshot; one output partition per group.
 pub struct LogbookScanExec {
     snapshot: Snapshot,
+    /// The schema the query was planned with; files are adapted to it.
+    table_schema: TableSchema,
     groups: Vec<Vec<DataFile>>,
     /// The schema this node outputs.
     schema: SchemaRef,
@@ -54,6 +56,7 @@ impl fmt::Debug for LogbookScanExec {
 impl LogbookScanExec {
     pub fn new(
         snapshot: Snapshot,
+        table_schema: TableSchema,
         groups: Vec<Vec<DataFile>>,
         schema: SchemaRef,
         validity: Option<ValidityFilter>,
@@ -76,6 +79,7 @@ impl LogbookScanExec {
         ));
         Self {
             snapshot,
+            table_schema,
             groups,
             schema,
             read_columns,
@@ -152,7 +156,9 @@ impl ExecutionPlan for LogbookScanExec {
         let options = ReadOptions::default()
             .with_batch_size(context.session_config().batch_size())
             .with_view_types(true);
-        let stream = self.snapshot.scan_files(files, Some(&columns), options);
+        let stream =
+            self.snapshot
+                .scan_files_as(&self.table_schema, files, Some(&columns), options);
         let schema = self.schema.clone();
         let validity = self.validity;
         let out = stream

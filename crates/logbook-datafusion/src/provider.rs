@@ -170,7 +170,12 @@ impl TableProvider for LogbookTableProvider {
             }
         };
         Ok(Arc::new(LogbookScanExec::new(
-            snapshot, groups, schema, validity, label,
+            snapshot,
+            self.schema.clone(),
+            groups,
+            schema,
+            validity,
+            label,
         )))
     }
 }

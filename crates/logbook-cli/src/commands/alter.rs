@@ -1,4 +1,5 @@
 use chrono::NaiveDate;
+use logbook_core::schema::{ColumnType, SchemaChange};
 use logbook_core::{PropertiesChange, Warehouse};
 
 use super::CliError;
@@ -17,10 +18,89 @@ pub struct Args {
     /// Declare that dates are independent.
     #[arg(long, group = "change")]
     no_depends_on_previous: bool,
+    /// Add a nullable column, NAME:TYPE (older partitions read it as null).
+    #[arg(long, group = "change", value_name = "NAME:TYPE")]
+    add_column: Option<String>,
+    /// Widen a column, NAME:TYPE (int32 to int64, float32 to float64).
+    #[arg(long, group = "change", value_name = "NAME:TYPE")]
+    widen_column: Option<String>,
+    /// Rename a column, OLD:NEW.
+    #[arg(long, group = "change", value_name = "OLD:NEW")]
+    rename_column: Option<String>,
+    /// Drop a column.
+    #[arg(long, group = "change", value_name = "NAME")]
+    drop_column: Option<String>,
+}
+
+/// The schema change the arguments ask for, if any.
+fn schema_change(table: &str, args: &Args) -> Result<Option<SchemaChange>, CliError> {
+    let pair = |flag: &str, value: &str| -> Result<(String, String), CliError> {
+        value
+            .split_once(':')
+            .map(|(a, b)| (a.trim().to_string(), b.trim().to_string()))
+            .filter(|(a, b)| !a.is_empty() && !b.is_empty())
+            .ok_or_else(|| {
+                CliError::Input(format!(
+                    "table {table}: {flag} {value:?}: expected two parts separated by ':'"
+                ))
+            })
+    };
+    let typed = |flag: &str, value: &str| -> Result<(String, ColumnType), CliError> {
+        let (name, ty) = pair(flag, value)?;
+        let ty = ColumnType::parse(&ty).ok_or_else(|| {
+            CliError::Input(format!(
+                "table {table}: {flag} {value:?}: unknown type {ty:?} (bool, int32, int64, float32, float64, string, date, timestamp, timestamptz)"
+            ))
+        })?;
+        Ok((name, ty))
+    };
+    let schema_flags = [
+        args.add_column.is_some(),
+        args.widen_column.is_some(),
+        args.rename_column.is_some(),
+        args.drop_column.is_some(),
+    ]
+    .iter()
+    .filter(|f| **f)
+    .count();
+    let property_flags =
+        args.schedule_start.is_some() || args.depends_on_previous || args.no_depends_on_previous;
+    if schema_flags > 1 || (schema_flags == 1 && property_flags) {
+        return Err(CliError::Input(format!(
+            "table {table}: give one schema change per alter, apart from schedule changes (each is its own commit)"
+        )));
+    }
+    Ok(Some(if let Some(v) = &args.add_column {
+        let (name, ty) = typed("--add-column", v)?;
+        SchemaChange::AddColumn { name, ty }
+    } else if let Some(v) = &args.widen_column {
+        let (name, ty) = typed("--widen-column", v)?;
+        SchemaChange::WidenColumn { name, ty }
+    } else if let Some(v) = &args.rename_column {
+        let (from, to) = pair("--rename-column", v)?;
+        SchemaChange::RenameColumn { from, to }
+    } else if let Some(name) = &args.drop_column {
+        SchemaChange::DropColumn { name: name.clone() }
+    } else {
+        return Ok(None);
+    }))
 }
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     let table = warehouse.table(&args.table).await?;
+    if let Some(change) = schema_change(table.name(), &args)? {
+        let description = change.to_string();
+        let info = table.alter_schema(change).await?;
+        let schema = table.at_version(info.version).await?.schema().clone();
+        println!(
+            "table {}: {description} at version {} (schema version {}: {})",
+            table.name(),
+            info.version,
+            schema.version,
+            schema.spec()
+        );
+        return Ok(());
+    }
     let change = PropertiesChange {
         schedule_start: args.schedule_start,
         depends_on_previous: match (args.depends_on_previous, args.no_depends_on_previous) {

@@ -28,7 +28,10 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
             vec![
                 e.version.to_string(),
                 timestamp(e.timestamp_ms),
-                e.operation.to_string(),
+                match &e.change {
+                    Some(change) => format!("{} ({change})", e.operation),
+                    None => e.operation.to_string(),
+                },
                 e.dates
                     .iter()
                     .map(|d| d.to_string())

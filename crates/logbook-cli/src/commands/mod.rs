@@ -9,6 +9,7 @@ pub mod log;
 pub mod maintain;
 pub mod partitions;
 pub mod run;
+pub mod schema;
 pub mod sql;
 pub mod stage;
 pub mod status;

@@ -89,6 +89,9 @@ pub enum StaleReason {
         #[serde(skip_serializing_if = "Option::is_none")]
         affected: Option<DateRange>,
     },
+    /// Columns were added after the partition was written: they read as
+    /// null there until it is recomputed.
+    Schema { columns: Vec<String> },
     /// The table is a chain and the previous date was recommitted after this
     /// one was written (`recommitted_at`), or is itself not complete.
     Previous {
@@ -126,6 +129,11 @@ impl std::fmt::Display for StaleReason {
             } => write!(
                 f,
                 "dimension: {table} changed at version {changed_at} after the run read version {read_version} ({mode})"
+            ),
+            StaleReason::Schema { columns } => write!(
+                f,
+                "schema: column(s) {} added after it was written",
+                columns.join(", ")
             ),
             StaleReason::Previous {
                 date,
@@ -287,6 +295,16 @@ pub async fn status(
         if let Some(p) = parts.get(&date) {
             status.version = Some(p.version);
             status.reasons = inputs.reasons(p, current_code.as_deref()).await?;
+            let added: Vec<String> = snap
+                .schema()
+                .columns
+                .iter()
+                .filter(|c| c.added_in > p.schema_version)
+                .map(|c| c.name.clone())
+                .collect();
+            if !added.is_empty() {
+                status.reasons.push(StaleReason::Schema { columns: added });
+            }
             if props.depends_on_previous {
                 if let Some(r) = previous_reason(date, p.version, previous) {
                     status.reasons.push(r);

@@ -279,6 +279,8 @@ async fn rewrite(snap: &Snapshot, plan: &PartitionPlan, target: usize) -> Result
         files,
         run: None,
         rewrite_of: Some(plan.files.iter().map(|f| f.path.clone()).collect()),
+        // Unused for rewrites: the partition keeps its entry.
+        schema_version: 0,
     })
 }
 
