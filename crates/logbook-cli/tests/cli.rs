@@ -849,3 +849,69 @@ fn adding_a_column_is_logged_shown_by_schema_and_stales_older_dates() {
     ));
     assert!(q.contains("4,0"), "{q}");
 }
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_stops_launching_dates_and_lets_the_running_one_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    ok(&logbook(
+        &wh,
+        &[
+            "create",
+            "daily",
+            "--schema",
+            "date:date,n:int64",
+            "--partition-by",
+            "date",
+            "--schedule-start",
+            "2026-03-01",
+        ],
+    ));
+    let started = dir.path().join("started");
+    let cmd = format!(
+        "touch {} && sleep 1 && {}",
+        started.display(),
+        backfill_command(dir.path(), "daily", 1, None)
+    );
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_logbook"))
+        .arg("--warehouse")
+        .arg(&wh)
+        .args(["backfill", "daily", "--to", "2026-03-03", "--command", &cmd])
+        .env_remove("LOGBOOK_WAREHOUSE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first date never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("1 done, 0 skipped, 0 failed, 2 not started"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("interrupted") && stderr.contains("run the same command again"),
+        "{stderr}"
+    );
+    assert_eq!(
+        taken(dir.path()),
+        ["2026-03-01"],
+        "the running date finished"
+    );
+}
