@@ -1,0 +1,125 @@
+//! logbook's side of the table-format comparison (Delta Lake, Iceberg).
+//!
+//! `formats generate DIR`: the input data once, as Parquet (30 days x 200k
+//! rows, plus a second version of the replaced day), read by every system.
+//! `formats prepare DIR`: a logbook table of the 30 days.
+//! `formats replace DIR`: replace one day; prints `{"ms": ...}`.
+//! `formats verify DIR`: prints `{"rows": ..., "checksum": ...}`.
+//! Run through `benches/compare/formats.sh`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::fs::File;
+use std::time::Instant;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Float64Type;
+use arrow_array::RecordBatch;
+use logbook::{RunInfo, StorageLocation, Table, TableOptions};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+use support::*;
+
+const DAYS: u64 = 30;
+const ROWS: usize = 200_000;
+/// The day every system replaces.
+const REPLACED: u64 = 17;
+
+fn write_parquet(path: &std::path::Path, batches: &[RecordBatch]) {
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(1 << 20))
+        .build();
+    let mut w = ArrowWriter::try_new(File::create(path).unwrap(), batches[0].schema(), Some(props)).unwrap();
+    for b in batches {
+        w.write(b).unwrap();
+    }
+    w.close().unwrap();
+}
+
+fn read_parquet(path: &std::path::Path) -> Vec<RecordBatch> {
+    ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
+        .unwrap()
+        .with_batch_size(8192)
+        .build()
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect()
+}
+
+fn generate(dir: &str) {
+    let input = std::path::Path::new(dir).join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    for i in 0..DAYS {
+        write_parquet(&input.join(format!("day-{i:02}.parquet")), &batches(day(i), ROWS));
+    }
+    // The fix: the same day, different amounts.
+    let fixed: Vec<RecordBatch> = batches(day(REPLACED), ROWS)
+        .into_iter()
+        .map(|b| {
+            let amounts = b.column(3).as_primitive::<Float64Type>();
+            let doubled: arrow_array::Float64Array = amounts.iter().map(|a| a.map(|a| a * 2.0)).collect();
+            let mut cols = b.columns().to_vec();
+            cols[3] = std::sync::Arc::new(doubled);
+            RecordBatch::try_new(b.schema(), cols).unwrap()
+        })
+        .collect();
+    write_parquet(&input.join("fixed.parquet"), &fixed);
+    println!("{{\"days\": {DAYS}, \"rows_per_day\": {ROWS}, \"replaced\": \"{}\"}}", day(REPLACED));
+}
+
+async fn table(dir: &str) -> Table {
+    let loc = StorageLocation::parse(&format!("{dir}/logbook")).unwrap();
+    Table::open(loc, "bench", TableOptions::default()).await.unwrap()
+}
+
+async fn prepare(dir: &str) {
+    let loc = StorageLocation::parse(&format!("{dir}/logbook")).unwrap();
+    let t = create(loc, TableOptions::default()).await;
+    for i in 0..DAYS {
+        let data = read_parquet(&std::path::Path::new(dir).join(format!("input/day-{i:02}.parquet")));
+        replace(&t, day(i), &data, format!("load-{i}")).await;
+    }
+}
+
+async fn replace_day(dir: &str) {
+    let data = read_parquet(&std::path::Path::new(dir).join("input/fixed.parquet"));
+    let t = table(dir).await;
+    let start = Instant::now();
+    let mut w = t
+        .replace_partition(day(REPLACED), RunInfo::new(format!("fix-{}", start.elapsed().as_nanos())))
+        .await
+        .unwrap();
+    for b in &data {
+        w.write(b).await.unwrap();
+    }
+    w.commit().await.unwrap();
+    println!("{{\"ms\": {:.1}}}", start.elapsed().as_secs_f64() * 1000.0);
+}
+
+async fn verify(dir: &str) {
+    let snap = table(dir).await.latest().await.unwrap();
+    let (mut rows, mut checksum) = (0usize, 0f64);
+    for p in snap.partitions().await.unwrap() {
+        for b in snap.read_partition(p.date).await.unwrap() {
+            rows += b.num_rows();
+            checksum += b.column(3).as_primitive::<Float64Type>().values().iter().sum::<f64>();
+        }
+    }
+    println!("{{\"rows\": {rows}, \"checksum\": {checksum:.2}}}");
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match (args.get(1).map(String::as_str), args.get(2)) {
+        (Some("generate"), Some(dir)) => generate(dir),
+        (Some("prepare"), Some(dir)) => prepare(dir).await,
+        (Some("replace"), Some(dir)) => replace_day(dir).await,
+        (Some("verify"), Some(dir)) => verify(dir).await,
+        _ => eprintln!("usage: formats generate|prepare|replace|verify DIR"),
+    }
+}
