@@ -33,7 +33,12 @@ fn write_parquet(path: &std::path::Path, batches: &[RecordBatch]) {
         .set_compression(Compression::SNAPPY)
         .set_max_row_group_row_count(Some(1 << 20))
         .build();
-    let mut w = ArrowWriter::try_new(File::create(path).unwrap(), batches[0].schema(), Some(props)).unwrap();
+    let mut w = ArrowWriter::try_new(
+        File::create(path).unwrap(),
+        batches[0].schema(),
+        Some(props),
+    )
+    .unwrap();
     for b in batches {
         w.write(b).unwrap();
     }
@@ -54,33 +59,43 @@ fn generate(dir: &str) {
     let input = std::path::Path::new(dir).join("input");
     std::fs::create_dir_all(&input).unwrap();
     for i in 0..DAYS {
-        write_parquet(&input.join(format!("day-{i:02}.parquet")), &batches(day(i), ROWS));
+        write_parquet(
+            &input.join(format!("day-{i:02}.parquet")),
+            &batches(day(i), ROWS),
+        );
     }
     // The fix: the same day, different amounts.
     let fixed: Vec<RecordBatch> = batches(day(REPLACED), ROWS)
         .into_iter()
         .map(|b| {
             let amounts = b.column(3).as_primitive::<Float64Type>();
-            let doubled: arrow_array::Float64Array = amounts.iter().map(|a| a.map(|a| a * 2.0)).collect();
+            let doubled: arrow_array::Float64Array =
+                amounts.iter().map(|a| a.map(|a| a * 2.0)).collect();
             let mut cols = b.columns().to_vec();
             cols[3] = std::sync::Arc::new(doubled);
             RecordBatch::try_new(b.schema(), cols).unwrap()
         })
         .collect();
     write_parquet(&input.join("fixed.parquet"), &fixed);
-    println!("{{\"days\": {DAYS}, \"rows_per_day\": {ROWS}, \"replaced\": \"{}\"}}", day(REPLACED));
+    println!(
+        "{{\"days\": {DAYS}, \"rows_per_day\": {ROWS}, \"replaced\": \"{}\"}}",
+        day(REPLACED)
+    );
 }
 
 async fn table(dir: &str) -> Table {
     let loc = StorageLocation::parse(&format!("{dir}/logbook")).unwrap();
-    Table::open(loc, "bench", TableOptions::default()).await.unwrap()
+    Table::open(loc, "bench", TableOptions::default())
+        .await
+        .unwrap()
 }
 
 async fn prepare(dir: &str) {
     let loc = StorageLocation::parse(&format!("{dir}/logbook")).unwrap();
     let t = create(loc, TableOptions::default()).await;
     for i in 0..DAYS {
-        let data = read_parquet(&std::path::Path::new(dir).join(format!("input/day-{i:02}.parquet")));
+        let data =
+            read_parquet(&std::path::Path::new(dir).join(format!("input/day-{i:02}.parquet")));
         replace(&t, day(i), &data, format!("load-{i}")).await;
     }
 }
@@ -90,7 +105,10 @@ async fn replace_day(dir: &str) {
     let t = table(dir).await;
     let start = Instant::now();
     let mut w = t
-        .replace_partition(day(REPLACED), RunInfo::new(format!("fix-{}", start.elapsed().as_nanos())))
+        .replace_partition(
+            day(REPLACED),
+            RunInfo::new(format!("fix-{}", start.elapsed().as_nanos())),
+        )
         .await
         .unwrap();
     for b in &data {
@@ -106,7 +124,12 @@ async fn verify(dir: &str) {
     for p in snap.partitions().await.unwrap() {
         for b in snap.read_partition(p.date).await.unwrap() {
             rows += b.num_rows();
-            checksum += b.column(3).as_primitive::<Float64Type>().values().iter().sum::<f64>();
+            checksum += b
+                .column(3)
+                .as_primitive::<Float64Type>()
+                .values()
+                .iter()
+                .sum::<f64>();
         }
     }
     println!("{{\"rows\": {rows}, \"checksum\": {checksum:.2}}}");
