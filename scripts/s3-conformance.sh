@@ -27,5 +27,6 @@ for _ in range(100):
         time.sleep(0.2)
 sys.exit("moto's server did not start")
 PY
+# --workspace: the same feature set as `cargo test --workspace`, so nothing is rebuilt.
 LOGBOOK_TEST_S3_ENDPOINT="http://127.0.0.1:$port" \
-  cargo test --locked --test it conformance -- --include-ignored
+  cargo test --workspace --locked --test it conformance -- --include-ignored
