@@ -22,6 +22,7 @@ rm -rf "$data" && mkdir -p "$data"
 results="$work/formats-results.txt"; : > "$results"
 for i in $(seq "$rounds"); do
   echo "logbook $("$bin" replace "$data")" >> "$results"
+  echo "raw-writer $("$bin" raw "$data")" >> "$results"
   echo "delta $("$venv/bin/python" "$here/formats_side.py" "$data" delta replace)" >> "$results"
   echo "iceberg $("$venv/bin/python" "$here/formats_side.py" "$data" iceberg replace)" >> "$results"
 done
@@ -40,9 +41,9 @@ for line in open(sys.argv[1]):
 base = statistics.median(runs["logbook"])
 print("| system | median ms (replace one date) | ratio to logbook | rows after | checksum after |")
 print("|---|---|---|---|---|")
-for system in ("logbook", "delta", "iceberg"):
+for system in ("logbook", "delta", "iceberg", "raw-writer"):
     med = statistics.median(runs[system])
-    c = checks[system]
+    c = checks.get(system, {"rows": "-", "checksum": "- (one file, no table)"})
     print(f"| {system} | {med:.1f} | {med / base:.2f} | {c['rows']} | {c['checksum']} |")
 same = len({(c["rows"], c["checksum"]) for c in checks.values()}) == 1
 print("\nall systems hold the same rows" if same else "\nMISMATCH: the systems hold different rows")
