@@ -12,7 +12,7 @@
 
 use std::collections::HashSet;
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectMeta, ObjectStore};
 use serde::Serialize;
 
@@ -106,13 +106,26 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     }
     let latest = table.latest().await?;
     let oldest = latest.root().retained_from;
-    for v in oldest..=latest.version() {
-        let snap = inner.snapshot(v).await?;
+    // Month manifests are shared across versions: read each one once.
+    let retained: Vec<crate::Snapshot> = futures::stream::iter(oldest..=latest.version())
+        .map(|v| inner.snapshot(v))
+        .buffered(8)
+        .try_collect()
+        .await?;
+    let mut months_seen: HashSet<String> = HashSet::new();
+    for snap in &retained {
         keep.insert(snap.entry().manifest.clone());
-        keep.extend(snap.root().months.iter().map(|m| m.path.clone()));
         keep.extend(snap.dimension_files().into_iter().map(|f| f.path));
-        for p in snap.partitions().await? {
-            keep.extend(p.files.into_iter().map(|f| f.path));
+        for m in &snap.root().months {
+            if !months_seen.insert(m.path.clone()) {
+                continue;
+            }
+            keep.insert(m.path.clone());
+            if let Some(month) = snap.month(&m.month).await? {
+                for p in &month.partitions {
+                    keep.extend(p.files.iter().map(|f| f.path.clone()));
+                }
+            }
         }
     }
 
