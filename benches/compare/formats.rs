@@ -6,6 +6,7 @@
 //! `formats replace DIR`: replace one day; prints `{"ms": ...}`.
 //! `formats verify DIR`: prints `{"rows": ..., "checksum": ...}`.
 //! `formats raw DIR`: the same day through a raw `ArrowWriter`; prints `{"ms": ...}`.
+//! `formats timetravel DIR`: read the version right after loading.
 //! Run through `benches/compare/formats.sh`.
 
 #[path = "../support/mod.rs"]
@@ -128,6 +129,34 @@ fn raw(dir: &str) {
     println!("{{\"ms\": {:.1}}}", start.elapsed().as_secs_f64() * 1000.0);
 }
 
+/// Time travel: read every row of the version right after loading (30 days,
+/// before any replace); prints `{"ms": ..., "rows": ..., "checksum": ...}`.
+async fn time_travel(dir: &str) {
+    let start = Instant::now();
+    let snap = table(dir).await.at_version(DAYS).await.unwrap();
+    let (rows, checksum) = totals(&snap).await;
+    println!(
+        "{{\"ms\": {:.1}, \"rows\": {rows}, \"checksum\": {checksum:.2}}}",
+        start.elapsed().as_secs_f64() * 1000.0
+    );
+}
+
+async fn totals(snap: &logbook::Snapshot) -> (usize, f64) {
+    let (mut rows, mut checksum) = (0usize, 0f64);
+    for p in snap.partitions().await.unwrap() {
+        for b in snap.read_partition(p.date).await.unwrap() {
+            rows += b.num_rows();
+            checksum += b
+                .column(3)
+                .as_primitive::<Float64Type>()
+                .values()
+                .iter()
+                .sum::<f64>();
+        }
+    }
+    (rows, checksum)
+}
+
 async fn verify(dir: &str) {
     let snap = table(dir).await.latest().await.unwrap();
     let (mut rows, mut checksum) = (0usize, 0f64);
@@ -154,6 +183,7 @@ async fn main() {
         (Some("replace"), Some(dir)) => replace_day(dir).await,
         (Some("verify"), Some(dir)) => verify(dir).await,
         (Some("raw"), Some(dir)) => raw(dir),
-        _ => eprintln!("usage: formats generate|prepare|replace|verify|raw DIR"),
+        (Some("timetravel"), Some(dir)) => time_travel(dir).await,
+        _ => eprintln!("usage: formats generate|prepare|replace|verify|raw|timetravel DIR"),
     }
 }

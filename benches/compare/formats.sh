@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side by side with Delta Lake (deltalake) and Iceberg (pyiceberg, SQLite
 # catalog) on the same data in one run: replace one date of 200k rows in a
-# 30 x 200k-row table, alternating A B C A B C, medians and ratios.
+# 30 x 200k-row table, then read the version before the replaces (time
+# travel), alternating A B C A B C, medians and ratios.
 # Usage: benches/compare/formats.sh [ROUNDS]   (from the repository root)
 set -euo pipefail
 rounds="${1:-5}"
@@ -26,16 +27,23 @@ for i in $(seq "$rounds"); do
   echo "delta $("$venv/bin/python" "$here/formats_side.py" "$data" delta replace)" >> "$results"
   echo "iceberg $("$venv/bin/python" "$here/formats_side.py" "$data" iceberg replace)" >> "$results"
 done
+for i in $(seq "$rounds"); do
+  echo "logbook-tt $("$bin" timetravel "$data")" >> "$results"
+  echo "delta-tt $("$venv/bin/python" "$here/formats_side.py" "$data" delta timetravel)" >> "$results"
+  echo "iceberg-tt $("$venv/bin/python" "$here/formats_side.py" "$data" iceberg timetravel)" >> "$results"
+done
 echo "logbook-verify $("$bin" verify "$data")" >> "$results"
 echo "delta-verify $("$venv/bin/python" "$here/formats_side.py" "$data" delta verify)" >> "$results"
 echo "iceberg-verify $("$venv/bin/python" "$here/formats_side.py" "$data" iceberg verify)" >> "$results"
 "$venv/bin/python" - "$results" <<'PY'
 import json, statistics, sys
-runs, checks = {}, {}
+runs, checks, travel = {}, {}, {}
 for line in open(sys.argv[1]):
     system, payload = line.split(" ", 1)
     if system.endswith("-verify"):
         checks[system[:-7]] = json.loads(payload)
+    elif system.endswith("-tt"):
+        travel.setdefault(system[:-3], []).append(json.loads(payload))
     else:
         runs.setdefault(system, []).append(json.loads(payload)["ms"])
 base = statistics.median(runs["logbook"])
@@ -47,4 +55,13 @@ for system in ("logbook", "delta", "iceberg", "raw-writer"):
     print(f"| {system} | {med:.1f} | {med / base:.2f} | {c['rows']} | {c['checksum']} |")
 same = len({(c["rows"], c["checksum"]) for c in checks.values()}) == 1
 print("\nall systems hold the same rows" if same else "\nMISMATCH: the systems hold different rows")
+print("\n| system | median ms (read the version before the replaces) | ratio to logbook | rows | checksum |")
+print("|---|---|---|---|---|")
+tbase = statistics.median(r["ms"] for r in travel["logbook"])
+for system in ("logbook", "delta", "iceberg"):
+    rs = travel[system]
+    med = statistics.median(r["ms"] for r in rs)
+    print(f"| {system} | {med:.1f} | {med / tbase:.2f} | {rs[0]['rows']} | {rs[0]['checksum']} |")
+same = len({(r[0]["rows"], r[0]["checksum"]) for r in travel.values()}) == 1
+print("\nall systems read the same old version" if same else "\nMISMATCH: the old versions differ")
 PY

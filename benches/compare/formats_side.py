@@ -1,6 +1,6 @@
 """Delta Lake's and Iceberg's side of the table-format comparison.
 
-Usage: formats_side.py DIR (delta|iceberg) (prepare|replace|verify)
+Usage: formats_side.py DIR (delta|iceberg) (prepare|replace|verify|timetravel)
 Reads the input Parquet files `formats generate DIR` wrote, so every system
 stores the same rows with the same Parquet settings (snappy, row groups of
 up to 1,048,576 rows), partitioned by date.
@@ -32,6 +32,11 @@ def delta(directory, op):
         write_deltalake(path, fixed, mode="overwrite", predicate=f"date = '{REPLACED}'",
                         partition_by=["date"], writer_properties=props)
         return {"ms": round((time.perf_counter() - start) * 1000, 1)}
+    elif op == "timetravel":
+        # The version right after loading the 30 days (versions 0..29).
+        start = time.perf_counter()
+        table = DeltaTable(path, version=29).to_pyarrow_table()
+        return {"ms": round((time.perf_counter() - start) * 1000, 1), **summary(table)}
     else:
         return summary(DeltaTable(path).to_pyarrow_table())
 
@@ -61,6 +66,13 @@ def iceberg(directory, op):
         start = time.perf_counter()
         table.overwrite(fixed, overwrite_filter=EqualTo("date", REPLACED))
         return {"ms": round((time.perf_counter() - start) * 1000, 1)}
+    if op == "timetravel":
+        # The snapshot right after loading the 30 days (one per append).
+        start = time.perf_counter()
+        table = catalog.load_table("bench.orders")
+        loaded = table.snapshots()[29].snapshot_id
+        data = table.scan(snapshot_id=loaded).to_arrow()
+        return {"ms": round((time.perf_counter() - start) * 1000, 1), **summary(data)}
     return summary(table.scan().to_arrow())
 
 
