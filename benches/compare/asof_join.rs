@@ -7,6 +7,9 @@
 //! `{"ms": ..., "rows": ..., "checksum": ...}`.
 //! Run it through `benches/compare/run.sh`, which alternates with DuckDB.
 
+#[path = "../support/rng.rs"]
+mod rng;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,6 +19,7 @@ use arrow_array::{Date32Array, Float64Array, Int64Array, RecordBatch, StringArra
 use chrono::NaiveDate;
 use logbook::query::{session, QueryOptions};
 use logbook::{RunInfo, TableSchema, Warehouse};
+use rng::Rng;
 
 const FACTS: usize = 2_000_000;
 const DAYS: u64 = 90;
@@ -28,17 +32,6 @@ const RANGE_SQL: &str = "SELECT o.date, c.region, sum(o.amount) AS revenue FROM 
 
 fn first_day() -> NaiveDate {
     NaiveDate::from_ymd_opt(2026, 1, 1).unwrap()
-}
-
-/// A small deterministic generator (xorshift), so both systems see the same data.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 fn customer(k: usize) -> String {

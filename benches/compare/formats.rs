@@ -159,18 +159,7 @@ async fn totals(snap: &logbook::Snapshot) -> (usize, f64) {
 
 async fn verify(dir: &str) {
     let snap = table(dir).await.latest().await.unwrap();
-    let (mut rows, mut checksum) = (0usize, 0f64);
-    for p in snap.partitions().await.unwrap() {
-        for b in snap.read_partition(p.date).await.unwrap() {
-            rows += b.num_rows();
-            checksum += b
-                .column(3)
-                .as_primitive::<Float64Type>()
-                .values()
-                .iter()
-                .sum::<f64>();
-        }
-    }
+    let (rows, checksum) = totals(&snap).await;
     println!("{{\"rows\": {rows}, \"checksum\": {checksum:.2}}}");
 }
 

@@ -6,6 +6,9 @@
 //! `{"bytes": ..., "seconds": ..., "peak_rss_mib": ...}` (peak resident set
 //! from `/proc/self/status`, Linux). Run through `benches/memory/compact.sh`.
 
+#[path = "../support/rng.rs"]
+mod rng;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,6 +16,7 @@ use arrow_array::{Date32Array, Float64Array, Int64Array, RecordBatch, StringArra
 use chrono::NaiveDate;
 use logbook::maintenance::{compact, CompactOptions};
 use logbook::{RunInfo, StorageLocation, Table, TableOptions, TableSchema};
+use rng::Rng;
 
 const SPEC: &str = "date:date,id:int64,key:string,value:float64";
 const ROWS_PER_FILE: usize = 1_600_000; // about 64 MiB of these rows
@@ -20,16 +24,6 @@ const BYTES_PER_ROW: f64 = 42.0;
 
 fn date() -> NaiveDate {
     NaiveDate::from_ymd_opt(2026, 3, 15).unwrap()
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 fn batch(schema: &arrow_schema::SchemaRef, rng: &mut Rng, rows: usize) -> RecordBatch {

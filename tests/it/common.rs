@@ -72,6 +72,18 @@ pub async fn replace(
     w.commit().await.unwrap().version
 }
 
+/// The latest snapshot's entry for partition `d` (which must exist).
+pub async fn latest_partition(table: &Table, d: NaiveDate) -> logbook::PartitionEntry {
+    table
+        .latest()
+        .await
+        .unwrap()
+        .partition(d)
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("no partition {d} in {}", table.name()))
+}
+
 /// The `(id, name)` rows of `d` at `snapshot`, sorted.
 pub async fn rows(snapshot: &logbook::Snapshot, d: NaiveDate) -> Vec<(i64, String)> {
     let mut out = Vec::new();

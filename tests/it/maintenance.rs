@@ -63,14 +63,7 @@ async fn compaction_turns_50_small_files_into_1_with_the_same_rows_in_order() {
     let (wh, _) = aged_warehouse();
     let d = date("2026-03-15");
     let t = small_files_table(&wh, &[d]).await;
-    let before = t
-        .latest()
-        .await
-        .unwrap()
-        .partition(d)
-        .await
-        .unwrap()
-        .unwrap();
+    let before = latest_partition(&t, d).await;
     assert_eq!(before.files.len(), 50);
     let rows_before = ordered_rows(&t, d).await;
 
@@ -85,14 +78,7 @@ async fn compaction_turns_50_small_files_into_1_with_the_same_rows_in_order() {
         ),
         (1, 50, 1)
     );
-    let after = t
-        .latest()
-        .await
-        .unwrap()
-        .partition(d)
-        .await
-        .unwrap()
-        .unwrap();
+    let after = latest_partition(&t, d).await;
     assert_eq!(after.files.len(), 1);
     assert_eq!(
         ordered_rows(&t, d).await,

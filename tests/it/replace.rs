@@ -149,14 +149,7 @@ async fn a_date_remembers_a_bounded_window_of_superseded_runs() {
     for i in 0..(logbook::format::RUN_RETRY_WINDOW + 5) {
         replace(&t, d, 0..1, "x", &format!("run-{i}")).await;
     }
-    let p = t
-        .latest()
-        .await
-        .unwrap()
-        .partition(d)
-        .await
-        .unwrap()
-        .unwrap();
+    let p = latest_partition(&t, d).await;
     assert_eq!(p.earlier_runs.len(), logbook::format::RUN_RETRY_WINDOW);
     // 21 runs: the current one, and the 16 before it (run-4..run-19).
     assert_eq!(p.version_written_by("run-20"), Some(21));

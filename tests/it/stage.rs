@@ -86,14 +86,7 @@ async fn a_staged_backfill_of_90_dates_publishes_in_one_commit_never_a_mix() {
         tags(&t, Some(before)).await.iter().all(|x| x == "old"),
         "time travel still sees old"
     );
-    let p = t
-        .latest()
-        .await
-        .unwrap()
-        .partition(days[5])
-        .await
-        .unwrap()
-        .unwrap();
+    let p = latest_partition(&t, days[5]).await;
     assert_eq!(
         p.run.unwrap().run_id,
         format!("new-{}", days[5]),
@@ -192,14 +185,7 @@ async fn a_sql_run_can_write_into_a_stage_and_keeps_its_lineage_when_published()
         .publish(false)
         .await
         .unwrap();
-    let p = t
-        .latest()
-        .await
-        .unwrap()
-        .partition(d)
-        .await
-        .unwrap()
-        .unwrap();
+    let p = latest_partition(&t, d).await;
     let run = p.run.unwrap();
     assert_eq!(run.code_version.as_deref(), Some("v9"));
     let read: Vec<&str> = run.inputs.iter().map(|i| i.table.as_str()).collect();
