@@ -9,3 +9,6 @@ pub use logbook_core::*;
 
 /// SQL over logbook tables (DataFusion): sessions, providers, runs.
 pub use logbook_datafusion as query;
+
+/// The Arrow Flight SQL server (`logbook serve`).
+pub use logbook_flight as flight;

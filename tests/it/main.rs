@@ -8,6 +8,7 @@ mod counting_store;
 mod crash;
 mod dimension;
 mod fault_store;
+mod flight;
 mod lifecycle;
 mod local_fs;
 mod maintenance;

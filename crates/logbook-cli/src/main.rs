@@ -72,6 +72,8 @@ enum Command {
     /// The worked example: 90 days of orders, a dimension that changes, a
     /// nightly job, and its fix backfilled as corrected original and as restated.
     Demo(commands::demo::Args),
+    /// Serve the warehouse over Arrow Flight SQL (ADBC, JDBC, BI tools), read-only.
+    Serve(commands::serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -83,7 +85,10 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    // A server logs a line per query; other commands only warn.
+    let serving = matches!(cli.command, Command::Serve(_));
     let level = match cli.verbose {
+        0 if serving => tracing::Level::INFO,
         0 => tracing::Level::WARN,
         1 => tracing::Level::INFO,
         _ => tracing::Level::DEBUG,
@@ -91,6 +96,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -130,5 +136,6 @@ async fn run(cli: Cli) -> Result<(), commands::CliError> {
         Command::Vacuum(args) => commands::maintain::vacuum(&warehouse, args).await,
         Command::Stage(command) => commands::stage::run(&warehouse, command).await,
         Command::Demo(args) => commands::demo::run(&warehouse, args).await,
+        Command::Serve(args) => commands::serve::run(warehouse, args).await,
     }
 }

@@ -462,3 +462,21 @@ bad!(
     |w| v(&["alter", "orders", "--add-column", "tip:money"]),
     ["orders", "unknown type \"money\""]
 );
+bad!(
+    serving_beyond_loopback_without_a_token,
+    |w| v(&["serve", "--listen", "0.0.0.0:0"]),
+    ["0.0.0.0:0", "without a token"]
+);
+bad!(
+    serving_with_a_missing_token_file,
+    |w| {
+        let f = w.inputs.join("no-such-token");
+        v(&["serve", "--token-file", f.to_str().unwrap()])
+    },
+    ["cannot read the token file", "no-such-token"]
+);
+bad!(
+    serving_with_an_empty_token_file,
+    |w| v(&["serve", "--token-file", &input(&w, "token", "\n")]),
+    ["token file", "is empty"]
+);

@@ -10,6 +10,7 @@ pub mod maintain;
 pub mod partitions;
 pub mod run;
 pub mod schema;
+pub mod serve;
 pub mod sql;
 pub mod stage;
 pub mod status;

@@ -1,0 +1,112 @@
+//! `logbook serve`: the warehouse over Arrow Flight SQL.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use logbook_core::Warehouse;
+use logbook_flight::ServerOptions;
+
+use super::CliError;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on (loopback by default; anything else needs a token).
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    listen: SocketAddr,
+    /// Bearer token every call must carry.
+    #[arg(long, conflicts_with = "token_file")]
+    token: Option<String>,
+    /// File holding the bearer token (keeps it out of `ps`).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Refuse every statement that writes. Always on: the server has no
+    /// write path yet (write with `logbook write`, `logbook run` or the Rust API).
+    #[arg(long, default_value_t = true)]
+    read_only: bool,
+    /// Queries executing at once; more are refused until one finishes.
+    #[arg(long, default_value_t = 16)]
+    max_concurrent_queries: usize,
+    /// Rows one result may have.
+    #[arg(long, default_value_t = 100_000_000)]
+    max_result_rows: u64,
+}
+
+pub async fn run(warehouse: Warehouse, args: Args) -> Result<(), CliError> {
+    let token = match (&args.token, &args.token_file) {
+        (Some(t), _) => Some(t.clone()),
+        (None, Some(path)) => Some(read_token(path)?),
+        (None, None) => None,
+    };
+    if token.is_none() && !args.listen.ip().is_loopback() {
+        return Err(CliError::Input(format!(
+            "refusing to listen on {} without a token: anyone who can reach it could read the warehouse; give --token-file",
+            args.listen
+        )));
+    }
+    if args.max_concurrent_queries == 0 || args.max_result_rows == 0 {
+        return Err(CliError::Input(
+            "--max-concurrent-queries and --max-result-rows must be at least 1".into(),
+        ));
+    }
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| CliError::Input(format!("cannot listen on {}: {e}", args.listen)))?;
+    let addr = listener.local_addr().unwrap_or(args.listen);
+    let options = ServerOptions {
+        token,
+        max_concurrent_queries: args.max_concurrent_queries,
+        max_result_rows: args.max_result_rows,
+        ..ServerOptions::default()
+    };
+    tracing::info!(
+        %addr,
+        warehouse = %warehouse.location().uri(),
+        auth = if options.token.is_some() { "bearer token" } else { "none" },
+        read_only = args.read_only,
+        "serving Flight SQL"
+    );
+    // The address on stdout, so scripts that asked for port 0 learn the port.
+    println!("listening on grpc://{addr}");
+    logbook_flight::serve(warehouse, options, listener, shutdown_signal())
+        .await
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn read_token(path: &PathBuf) -> Result<String, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::Input(format!(
+            "cannot read the token file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let token = text.trim().to_string();
+    if token.is_empty() {
+        return Err(CliError::Input(format!(
+            "the token file {} is empty",
+            path.display()
+        )));
+    }
+    Ok(token)
+}
+
+/// SIGINT or SIGTERM: stop accepting, let running queries finish.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut term) = signal(SignalKind::terminate()) else {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

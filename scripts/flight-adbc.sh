@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Query `logbook serve` with the official ADBC Flight SQL driver from Python
+# (pinned, installed into a virtual environment): builds the demo warehouse,
+# starts the server with a token on a free loopback port, runs
+# tests/flight/test_adbc.py, then stops the server with SIGTERM and checks
+# that it exits cleanly and logged a line per query.
+# Usage: scripts/flight-adbc.sh   (from the repository root)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PINS="adbc-driver-flightsql==1.13.0 adbc-driver-manager==1.13.0 pyarrow==26.0.1"
+target="${CARGO_TARGET_DIR:-target}"
+venv="${LOGBOOK_VENV_DIR:-$target/venv-adbc}"
+[ -f "$venv/.pins" ] && [ "$(cat "$venv/.pins")" = "$PINS" ] || {
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  # shellcheck disable=SC2086
+  "$venv/bin/pip" install -q $PINS
+  echo "$PINS" > "$venv/.pins"
+}
+# The same features as `cargo test --workspace`, so nothing is rebuilt.
+cargo build --workspace --locked --bin logbook
+bin="$target/debug/logbook"
+
+work=$(mktemp -d)
+server=""
+cleanup() {
+  [ -n "$server" ] && kill "$server" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+"$bin" --warehouse "$work/wh" demo > "$work/demo.log"
+python3 -c 'import secrets; print(secrets.token_hex(16))' > "$work/token"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$bin" --warehouse "$work/wh" serve --listen "127.0.0.1:$port" --token-file "$work/token" \
+  > "$work/serve.out" 2> "$work/serve.log" &
+server=$!
+for _ in $(seq 100); do
+  grep -q "listening on" "$work/serve.out" 2>/dev/null && break
+  kill -0 "$server" 2>/dev/null || { cat "$work/serve.log"; exit 1; }
+  sleep 0.1
+done
+
+"$venv/bin/python" tests/flight/test_adbc.py --uri "grpc://127.0.0.1:$port" \
+  --token "$(cat "$work/token")" --server-pid "$server"
+
+kill -TERM "$server"
+status=0
+wait "$server" || status=$?
+server=""
+[ "$status" -eq 0 ] || { echo "logbook serve exited with $status on SIGTERM"; cat "$work/serve.log"; exit 1; }
+grep -q "rows=10000000" "$work/serve.log" || { echo "no log line for the 10M-row query"; cat "$work/serve.log"; exit 1; }
+echo "ADBC Flight SQL tests passed; the server stopped cleanly and logged $(grep -c ' query ' "$work/serve.log") queries"
