@@ -7,10 +7,12 @@
 //! `formats verify DIR`: prints `{"rows": ..., "checksum": ...}`.
 //! `formats raw DIR`: the same day through a raw `ArrowWriter`; prints `{"ms": ...}`.
 //! `formats timetravel DIR`: read the version right after loading.
+//! Workloads 2, 3 and 6 (backfill, history, compaction) are in `workloads.rs`.
 //! Run through `benches/compare/formats.sh`.
 
 #[path = "../support/mod.rs"]
 mod support;
+mod workloads;
 
 use std::fs::File;
 use std::time::Instant;
@@ -29,6 +31,8 @@ const DAYS: u64 = 30;
 const ROWS: usize = 200_000;
 /// The day every system replaces.
 const REPLACED: u64 = 17;
+/// Rows per day of the backfill workload's year.
+const BACKFILL_ROWS: usize = 20_000;
 
 fn write_parquet(path: &std::path::Path, batches: &[RecordBatch]) {
     let props = WriterProperties::builder()
@@ -67,8 +71,33 @@ fn generate(dir: &str) {
         );
     }
     // The fix: the same day, different amounts.
-    let fixed: Vec<RecordBatch> = batches(day(REPLACED), ROWS)
-        .into_iter()
+    write_parquet(
+        &input.join("fixed.parquet"),
+        &doubled(batches(day(REPLACED), ROWS)),
+    );
+    // Workload 2: a year of smaller days, and the fixes of 90 of them.
+    let backfill = input.join("backfill");
+    std::fs::create_dir_all(&backfill).unwrap();
+    for i in 0..workloads::BACKFILL_DAYS {
+        let data = batches(day(i), BACKFILL_ROWS);
+        write_parquet(&backfill.join(format!("day-{i:03}.parquet")), &data);
+        let fixes = workloads::BACKFILL_FROM..workloads::BACKFILL_FROM + workloads::BACKFILL_COUNT;
+        if fixes.contains(&i) {
+            write_parquet(
+                &backfill.join(format!("fixed-{i:03}.parquet")),
+                &doubled(data),
+            );
+        }
+    }
+    println!(
+        "{{\"days\": {DAYS}, \"rows_per_day\": {ROWS}, \"replaced\": \"{}\"}}",
+        day(REPLACED)
+    );
+}
+
+/// The same rows with every amount doubled: a fix.
+fn doubled(data: Vec<RecordBatch>) -> Vec<RecordBatch> {
+    data.into_iter()
         .map(|b| {
             let amounts = b.column(3).as_primitive::<Float64Type>();
             let doubled: arrow_array::Float64Array =
@@ -77,12 +106,7 @@ fn generate(dir: &str) {
             cols[3] = std::sync::Arc::new(doubled);
             RecordBatch::try_new(b.schema(), cols).unwrap()
         })
-        .collect();
-    write_parquet(&input.join("fixed.parquet"), &fixed);
-    println!(
-        "{{\"days\": {DAYS}, \"rows_per_day\": {ROWS}, \"replaced\": \"{}\"}}",
-        day(REPLACED)
-    );
+        .collect()
 }
 
 async fn table(dir: &str) -> Table {
@@ -163,6 +187,12 @@ async fn verify(dir: &str) {
     println!("{{\"rows\": {rows}, \"checksum\": {checksum:.2}}}");
 }
 
+fn number(args: &[String]) -> u64 {
+    args.get(3)
+        .and_then(|n| n.parse().ok())
+        .expect("a number after DIR")
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -173,6 +203,13 @@ async fn main() {
         (Some("verify"), Some(dir)) => verify(dir).await,
         (Some("raw"), Some(dir)) => raw(dir),
         (Some("timetravel"), Some(dir)) => time_travel(dir).await,
-        _ => eprintln!("usage: formats generate|prepare|replace|verify|raw|timetravel DIR"),
+        (Some("history"), Some(dir)) => workloads::history(dir, number(&args)).await,
+        (Some("backfill-prepare"), Some(dir)) => workloads::backfill_prepare(dir).await,
+        (Some("backfill"), Some(dir)) => workloads::backfill(dir, number(&args)).await,
+        (Some("compaction-prepare"), Some(dir)) => workloads::compaction_prepare(dir, DAYS).await,
+        (Some("compaction"), Some(dir)) => workloads::compaction(dir).await,
+        _ => eprintln!(
+            "usage: formats generate|prepare|replace|verify|raw|timetravel|backfill-prepare|compaction-prepare|compaction DIR\n       formats history|backfill DIR N"
+        ),
     }
 }

@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
 # Side by side with Delta Lake (deltalake) and Iceberg (pyiceberg, SQLite
-# catalog) on the same data in one run: replace one date of 200k rows in a
-# 30 x 200k-row table, then read the version before the replaces (time
-# travel), alternating A B C A B C, medians and ratios.
-# Usage: benches/compare/formats.sh [ROUNDS]   (from the repository root)
+# catalog) on the same data in one run, alternating A B C A B C, medians and
+# ratios, and the rows each system holds afterwards:
+#   1. replace one date of 200k rows in a 30 x 200k-row table (+ raw writer)
+#   4. read the version before the replaces (time travel)
+#   2. replace 90 dates of a 365 x 20k-row table, 1 and 2 writers
+#   3. open time and commit latency at 10, 300, 1,000, 3,000 commits
+#   6. compact 30 dates of 100 small files each
+#   5. as-of joins against DuckDB: run.sh (called at the end)
+# Usage: benches/compare/formats.sh [ROUNDS] ["HISTORY SIZES"]   (from the repository root)
 set -euo pipefail
 rounds="${1:-5}"
+history_sizes="${2:-10 300 1000 3000}"
+# pyiceberg's overwrite grows with history (727 ms per commit at 100 commits,
+# 2 s per date of the backfill), so Iceberg runs the backfill once and the
+# history only up to this size; the report says how many samples it has.
+iceberg_max_history=300
 here="$(cd "$(dirname "$0")" && pwd)"
 work="${LOGBOOK_BENCH_DIR:-$here/../../target/compare}"
 venv="${LOGBOOK_FORMATS_VENV:-$work/venv-formats}"
@@ -32,36 +42,41 @@ for i in $(seq "$rounds"); do
   echo "delta-tt $("$venv/bin/python" "$here/formats_side.py" "$data" delta timetravel)" >> "$results"
   echo "iceberg-tt $("$venv/bin/python" "$here/formats_side.py" "$data" iceberg timetravel)" >> "$results"
 done
+
+py() { "$venv/bin/python" "$here/workloads_side.py" "$@"; }
+# Workload 2: the same 90 fixes each round (new run ids, so every round commits).
+"$bin" backfill-prepare "$data"
+py "$data" delta backfill-prepare
+py "$data" iceberg backfill-prepare
+for i in $(seq "$rounds"); do
+  for writers in 1 2; do
+    echo "logbook-bf$writers $("$bin" backfill "$data" "$writers")" >> "$results"
+    echo "delta-bf$writers $(py "$data" delta backfill "$writers")" >> "$results"
+    # Two pyiceberg writers contend for the GIL and retry on each other's
+    # commits; a run that has not finished in 10 minutes is reported as such.
+    [ "$i" -eq 1 ] && echo "iceberg-bf$writers $(timeout 600 "$venv/bin/python" "$here/workloads_side.py" "$data" iceberg backfill "$writers" || true)" >> "$results"
+  done
+done
+# Workload 3: each system grows its own table to each size, then is timed.
+for n in $history_sizes; do
+  echo "logbook-h $("$bin" history "$data" "$n")" >> "$results"
+  echo "delta-h $(py "$data" delta history "$n")" >> "$results"
+  [ "$n" -le "$iceberg_max_history" ] && echo "iceberg-h $(py "$data" iceberg history "$n")" >> "$results"
+done
+# Workload 6: every round compacts a fresh copy of the same small files.
+rm -rf "$data/compaction" "$data/compaction-template"
+"$bin" compaction-prepare "$data"
+py "$data" delta compaction-prepare
+mv "$data/compaction" "$data/compaction-template"
+for i in $(seq "$rounds"); do
+  rm -rf "$data/compaction" && cp -r "$data/compaction-template" "$data/compaction"
+  echo "logbook-cp $("$bin" compaction "$data")" >> "$results"
+  echo "delta-cp $(py "$data" delta compaction)" >> "$results"
+done
+echo "iceberg-cp $(py "$data" iceberg compaction)" >> "$results"
 echo "logbook-verify $("$bin" verify "$data")" >> "$results"
 echo "delta-verify $("$venv/bin/python" "$here/formats_side.py" "$data" delta verify)" >> "$results"
 echo "iceberg-verify $("$venv/bin/python" "$here/formats_side.py" "$data" iceberg verify)" >> "$results"
-"$venv/bin/python" - "$results" <<'PY'
-import json, statistics, sys
-runs, checks, travel = {}, {}, {}
-for line in open(sys.argv[1]):
-    system, payload = line.split(" ", 1)
-    if system.endswith("-verify"):
-        checks[system[:-7]] = json.loads(payload)
-    elif system.endswith("-tt"):
-        travel.setdefault(system[:-3], []).append(json.loads(payload))
-    else:
-        runs.setdefault(system, []).append(json.loads(payload)["ms"])
-base = statistics.median(runs["logbook"])
-print("| system | median ms (replace one date) | ratio to logbook | rows after | checksum after |")
-print("|---|---|---|---|---|")
-for system in ("logbook", "delta", "iceberg", "raw-writer"):
-    med = statistics.median(runs[system])
-    c = checks.get(system, {"rows": "-", "checksum": "- (one file, no table)"})
-    print(f"| {system} | {med:.1f} | {med / base:.2f} | {c['rows']} | {c['checksum']} |")
-same = len({(c["rows"], c["checksum"]) for c in checks.values()}) == 1
-print("\nall systems hold the same rows" if same else "\nMISMATCH: the systems hold different rows")
-print("\n| system | median ms (read the version before the replaces) | ratio to logbook | rows | checksum |")
-print("|---|---|---|---|---|")
-tbase = statistics.median(r["ms"] for r in travel["logbook"])
-for system in ("logbook", "delta", "iceberg"):
-    rs = travel[system]
-    med = statistics.median(r["ms"] for r in rs)
-    print(f"| {system} | {med:.1f} | {med / tbase:.2f} | {rs[0]['rows']} | {rs[0]['checksum']} |")
-same = len({(r[0]["rows"], r[0]["checksum"]) for r in travel.values()}) == 1
-print("\nall systems read the same old version" if same else "\nMISMATCH: the old versions differ")
-PY
+"$venv/bin/python" "$here/formats_report.py" "$results"
+# Workload 5: the as-of joins against DuckDB, on their own data.
+"$here/run.sh" "$rounds"

@@ -41,12 +41,17 @@ def delta(directory, op):
         return summary(DeltaTable(path).to_pyarrow_table())
 
 
-def iceberg(directory, op):
+def iceberg_catalog(directory, name):
+    """A SQLite catalog `DIR/NAME.db` with its warehouse under `DIR/NAME`."""
     from pyiceberg.catalog.sql import SqlCatalog
+    return SqlCatalog("bench", uri=f"sqlite:///{directory}/{name}.db",
+                      warehouse=f"file://{directory}/{name}")
+
+
+def iceberg(directory, op):
     from pyiceberg.expressions import EqualTo
 
-    catalog = SqlCatalog("bench", uri=f"sqlite:///{directory}/iceberg.db",
-                         warehouse=f"file://{directory}/iceberg")
+    catalog = iceberg_catalog(directory, "iceberg")
     if op == "prepare":
         catalog.create_namespace("bench")
         days = sorted(glob.glob(f"{directory}/input/day-*.parquet"))

@@ -1,7 +1,8 @@
-//! Peak memory of compacting one large partition.
+//! Peak memory of replacing, then compacting, one large partition.
 //!
-//! `compact_memory prepare DIR GIB` writes one date of about GIB GiB of
-//! high-entropy rows in ~64 MiB files; `compact_memory compact DIR` compacts
+//! `compact_memory prepare DIR GIB` replaces one date with about GIB GiB of
+//! high-entropy rows (generated batch by batch, written in ~64 MiB files)
+//! and prints its time and peak resident set; `compact_memory compact DIR` compacts
 //! it into 512 MiB files in a fresh process and prints
 //! `{"bytes": ..., "seconds": ..., "peak_rss_mib": ...}` (peak resident set
 //! from `/proc/self/status`, Linux). Run through `benches/memory/compact.sh`.
@@ -55,6 +56,7 @@ async fn prepare(dir: &str, gib: f64) {
         .await
         .unwrap();
     let mut rng = Rng(7);
+    let start = Instant::now();
     let mut done = 0;
     while done < rows {
         let n = 65_536.min(rows - done);
@@ -72,9 +74,11 @@ async fn prepare(dir: &str, gib: f64) {
         .unwrap();
     let bytes: u64 = p.files.iter().map(|f| f.size).sum();
     println!(
-        "{{\"files\": {}, \"bytes\": {bytes}, \"rows\": {}}}",
+        "{{\"files\": {}, \"bytes\": {bytes}, \"rows\": {}, \"seconds\": {:.1}, \"peak_rss_mib\": {:.0}}}",
         p.files.len(),
-        p.rows
+        p.rows,
+        start.elapsed().as_secs_f64(),
+        peak_rss_mib()
     );
 }
 

@@ -32,6 +32,9 @@ pub struct CompactArgs {
     /// Commit after this many partitions (a failure keeps earlier commits).
     #[arg(long, default_value_t = 50)]
     commit_every: usize,
+    /// Partitions rewritten at once (default: one per core; memory grows with it).
+    #[arg(long)]
+    parallelism: Option<usize>,
     /// Show the plan; rewrite nothing.
     #[arg(long)]
     dry_run: bool,
@@ -56,6 +59,9 @@ pub async fn compact(warehouse: &Warehouse, args: CompactArgs) -> Result<(), Cli
         target_file_size: args.target_file_size,
         min_files: args.min_files,
         commit_every: args.commit_every,
+        parallelism: args
+            .parallelism
+            .unwrap_or_else(|| CompactOptions::default().parallelism),
     };
     if args.dry_run {
         let plan = maintenance::plan_compaction(&table, &options).await?;

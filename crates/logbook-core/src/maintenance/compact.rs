@@ -8,7 +8,7 @@
 //! never come back.
 
 use chrono::NaiveDate;
-use futures::StreamExt;
+use futures::{stream, StreamExt};
 use serde::Serialize;
 
 use crate::commit::{commit, PartitionChange, PendingCommit};
@@ -32,6 +32,9 @@ pub struct CompactOptions {
     /// Commit after this many compacted partitions, so a failure late in a
     /// long run keeps the earlier work.
     pub commit_every: usize,
+    /// Partitions rewritten at once (each on its own task, so on its own
+    /// core); memory grows with it. Default: the machine's parallelism.
+    pub parallelism: usize,
 }
 
 impl Default for CompactOptions {
@@ -42,6 +45,7 @@ impl Default for CompactOptions {
             target_file_size: None,
             min_files: 2,
             commit_every: 50,
+            parallelism: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 }
@@ -187,18 +191,38 @@ pub async fn compact(
         ..Default::default()
     };
     for batch in plan.partitions.chunks(options.commit_every.max(1)) {
-        let mut changes = Vec::new();
-        for p in batch {
-            match rewrite(&snap, p, plan.target_file_size).await {
-                Ok(change) => changes.push(change),
+        // Rewrite the chunk's partitions `parallelism` at a time, in order;
+        // every rewrite runs to its end, so a failure leaves no rewrite
+        // half-written: the finished ones are discarded, then the error returned.
+        let target = plan.target_file_size;
+        let mut results = stream::iter(batch.iter().cloned())
+            .map(|p| {
+                let snap = snap.clone();
+                tokio::spawn(async move { rewrite(&snap, &p, target).await })
+            })
+            .buffered(options.parallelism.max(1));
+        let (mut changes, mut failed) = (Vec::new(), None);
+        let mut done = batch.iter();
+        while let Some(joined) = results.next().await {
+            let p = done.next().expect("one result per partition");
+            match joined {
+                Ok(Ok(change)) => changes.push(change),
+                Ok(Err(e)) => failed = failed.or(Some(e)),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                 Err(e) => {
-                    discard(table, &changes).await;
-                    return Err(e);
+                    failed = failed.or(Some(Error::InvalidInput {
+                        table: table.name().to_string(),
+                        reason: format!("compaction of {} was cancelled: {e}", p.date),
+                    }))
                 }
             }
             state.partitions_done += 1;
             state.bytes_rewritten += p.rewritten().map(|f| f.size).sum::<u64>();
             progress(state);
+        }
+        if let Some(e) = failed {
+            discard(table, &changes).await;
+            return Err(e);
         }
         let staged = changes.clone();
         let pending = PendingCommit::partitions(
