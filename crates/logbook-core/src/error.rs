@@ -109,6 +109,9 @@ pub enum Error {
     #[error("table {table}: gave up committing after {attempts} attempts lost the race for the next version")]
     CommitContention { table: String, attempts: usize },
 
+    #[error("table {table}: {what} was interrupted (the runtime is shutting down); nothing was committed")]
+    Interrupted { table: String, what: String },
+
     #[error("table {table} not found at {location}")]
     TableNotFound { table: String, location: String },
 
@@ -195,7 +198,7 @@ impl Error {
             PartitionConflict { .. } | DimensionConflict { .. } | StageConflict { .. } => {
                 ErrorKind::Conflict
             }
-            CommitContention { .. } => ErrorKind::Transient,
+            CommitContention { .. } | Interrupted { .. } => ErrorKind::Transient,
             TableNotFound { .. }
             | VersionNotFound { .. }
             | NoVersionAtTime { .. }

@@ -209,10 +209,10 @@ pub async fn compact(
                 Ok(Ok(change)) => changes.push(change),
                 Ok(Err(e)) => failed = failed.or(Some(e)),
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                Err(e) => {
-                    failed = failed.or(Some(Error::InvalidInput {
+                Err(_) => {
+                    failed = failed.or(Some(Error::Interrupted {
                         table: table.name().to_string(),
-                        reason: format!("compaction of {} was cancelled: {e}", p.date),
+                        what: format!("compaction of {}", p.date),
                     }))
                 }
             }
