@@ -224,6 +224,17 @@ async fn explain(dir: &str) {
     }
 }
 
+/// Time any query over the warehouse (for profiling one part of a join).
+async fn time_sql(dir: &str, sql: &str) {
+    let wh = Warehouse::open(dir).unwrap();
+    let start = Instant::now();
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    let ms = start.elapsed().as_secs_f64() * 1000.0;
+    println!("{{\"ms\": {ms:.1}, \"rows\": {rows}}}");
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -231,8 +242,9 @@ async fn main() {
         (Some("prepare"), Some(dir)) => prepare(dir).await,
         (Some("query"), Some(dir)) => query(dir, args.get(3).map_or("one", |s| s.as_str())).await,
         (Some("explain"), Some(dir)) => explain(dir).await,
+        (Some("time"), Some(dir)) => time_sql(dir, args.get(3).map_or("SELECT 1", |s| s.as_str())).await,
         _ => eprintln!(
-            "usage: asof_join prepare DIR | asof_join query DIR one|range [SQL...] | asof_join explain DIR [SQL...]\n(SQL: statements such as SET run first)"
+            "usage: asof_join prepare DIR | asof_join query DIR one|range [SQL...] | asof_join explain DIR [SQL...] | asof_join time DIR QUERY\n(SQL: statements such as SET run first)"
         ),
     }
 }

@@ -358,7 +358,7 @@ async fn time_travel_with_snapshot_and_pinned_versions() {
 }
 
 #[tokio::test]
-async fn a_point_in_time_range_join_is_a_hash_join_with_a_filter() {
+async fn a_point_in_time_range_join_is_keyed_not_a_nested_loop() {
     let (wh, _) = world().await;
     let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
     let sql = "SELECT o.date, d.region, sum(o.amount) FROM orders o JOIN customers d \
@@ -367,8 +367,13 @@ async fn a_point_in_time_range_join_is_a_hash_join_with_a_filter() {
     let df = ctx.sql(sql).await.unwrap();
     let plan = df.clone().create_physical_plan().await.unwrap();
     let text = displayable(plan.as_ref()).indent(true).to_string();
+    // Keyed on the customer, the validity range answered by binary search
+    // in the customer's intervals (see tests/it/point_in_time.rs).
     assert!(
-        text.contains("HashJoinExec") && !text.contains("NestedLoopJoinExec"),
+        text.contains("PointInTimeJoinExec: join_type=Inner, on=[(customer@")
+            && text.contains("point=date@")
+            && text.contains("valid=[valid_from@")
+            && !text.contains("NestedLoopJoinExec"),
         "{text}"
     );
     let rows = df.collect().await.unwrap();

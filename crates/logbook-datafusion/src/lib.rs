@@ -4,6 +4,7 @@
 //! - [`exec`]: the scan node, with partition pruning and statistics.
 //! - [`catalog`]: a warehouse as a schema; `asof()` and `snapshot()`.
 //! - [`functions`]: `logical_date()` and friends; wall-clock refusals.
+//! - [`pit`]: point-in-time joins on validity ranges, by binary search.
 //! - [`session`]: a configured `SessionContext`.
 //! - [`run`]: a job run for a logical date, with lineage.
 
@@ -12,6 +13,7 @@ pub mod error;
 pub mod exec;
 pub mod functions;
 pub mod lineage;
+pub mod pit;
 pub mod provider;
 pub mod prune;
 pub mod run;

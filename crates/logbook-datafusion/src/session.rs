@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use datafusion::execution::context::SessionContext;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::SessionConfig;
 use logbook_core::Warehouse;
 
@@ -10,12 +11,15 @@ use crate::catalog::{AsOfFunction, QueryOptions, SnapshotFunction, WarehouseSche
 use crate::error::QueryError;
 use crate::functions::{run_time_functions, wall_clock_refusals};
 use crate::lineage::Lineage;
+use crate::pit::with_point_in_time_join;
 
 /// A SQL session over every table of `warehouse`.
 ///
 /// With a logical date (a run context), dimensions resolve at that date (or
 /// to current rows), `logical_date()` is defined and wall-clock functions
 /// refuse to plan. Without one, dimensions expose their full history.
+/// Point-in-time joins on validity ranges are planned as
+/// [`PointInTimeJoinExec`](crate::pit::PointInTimeJoinExec).
 ///
 /// ```
 /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -35,7 +39,12 @@ pub async fn session(
     let config = SessionConfig::new()
         .with_information_schema(true)
         .with_default_catalog_and_schema("logbook", "public");
-    let ctx = SessionContext::new_with_config(config);
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_default_features()
+        .with_physical_optimizer_rules(with_point_in_time_join())
+        .build();
+    let ctx = SessionContext::new_with_state(state);
     let in_run = options.logical_date.is_some();
     let schema = Arc::new(WarehouseSchema::open(warehouse, options.clone(), lineage).await?);
     let catalog = Arc::new(datafusion::catalog::MemoryCatalogProvider::new());
