@@ -9,6 +9,7 @@ use arrow_array::{Date32Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use logbook::query::datafusion::arrow::util::pretty::pretty_format_batches;
 use logbook::query::datafusion::datasource::MemTable;
+use logbook::query::datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use logbook::query::datafusion::execution::SessionStateBuilder;
 use logbook::query::datafusion::physical_plan::displayable;
 use logbook::query::datafusion::prelude::{SessionConfig, SessionContext};
@@ -110,10 +111,26 @@ fn tables(dims: &[Dim], facts: &[Fact]) -> (MemTable, MemTable) {
 }
 
 fn context(with_rule: bool, dims: &[Dim], facts: &[Fact]) -> SessionContext {
+    context_with_memory(with_rule, dims, facts, None)
+}
+
+fn context_with_memory(
+    with_rule: bool,
+    dims: &[Dim],
+    facts: &[Fact],
+    memory_limit: Option<usize>,
+) -> SessionContext {
     let config = SessionConfig::new().with_target_partitions(3);
     let mut builder = SessionStateBuilder::new()
         .with_config(config)
         .with_default_features();
+    if let Some(limit) = memory_limit {
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_limit(limit, 1.0)
+            .build_arc()
+            .unwrap();
+        builder = builder.with_runtime_env(runtime);
+    }
     if with_rule {
         builder = builder.with_physical_optimizer_rules(with_point_in_time_join());
     }
@@ -230,4 +247,26 @@ async fn other_filters_stay_hash_joins() {
     // A full outer join must also keep unmatched intervals: not ours.
     let sql = format!("SELECT f.id, d.id FROM facts f FULL JOIN dims d ON f.k1 = d.k1 AND {RANGE}");
     assert!(!plan_text(&ctx, &sql).await.contains("PointInTimeJoinExec"));
+}
+
+/// The dimension is held in memory; past the session's memory limit the
+/// query fails with an error naming the join, rather than taking the host.
+#[tokio::test]
+async fn a_dimension_larger_than_the_memory_limit_is_a_clear_error() {
+    let dims: Vec<Dim> = (0..50_000i64)
+        .map(|k| (Some(k), true, Some(0), None))
+        .collect();
+    let facts: Vec<Fact> = (0..10i64).map(|k| (Some(k), true, Some(1))).collect();
+    let ctx = context_with_memory(true, &dims, &facts, Some(256 * 1024));
+    let sql = format!("SELECT f.id, d.id FROM facts f JOIN dims d ON f.k1 = d.k1 AND {RANGE}");
+    let err = ctx.sql(&sql).await.unwrap().collect().await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("Resources exhausted") && text.contains("PointInTimeJoinExec[build]"),
+        "{text}"
+    );
+    // With room, the same query answers.
+    let ctx = context_with_memory(true, &dims, &facts, Some(64 * 1024 * 1024));
+    let batches = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 10);
 }
