@@ -35,16 +35,19 @@ pub struct JoinMetrics {
     build_time: Time,
     build_rows: Count,
     build_keys: Count,
+    build_intervals: Count,
     probe_rows: Count,
 }
 
 impl JoinMetrics {
+    /// Register the metrics of `partition`.
     pub fn new(set: &ExecutionPlanMetricsSet, partition: usize) -> Self {
         Self {
             baseline: BaselineMetrics::new(set, partition),
             build_time: MetricBuilder::new(set).subset_time("build_time", partition),
             build_rows: MetricBuilder::new(set).counter("build_input_rows", partition),
             build_keys: MetricBuilder::new(set).counter("build_keys", partition),
+            build_intervals: MetricBuilder::new(set).counter("build_intervals", partition),
             probe_rows: MetricBuilder::new(set).counter("input_rows", partition),
         }
     }
@@ -84,6 +87,7 @@ pub async fn collect_and_index(
     reservation.try_grow(index.size())?;
     metrics.build_rows.add(batch.num_rows());
     metrics.build_keys.add(index.keys());
+    metrics.build_intervals.add(index.intervals());
     Ok(Built {
         batch,
         index,
