@@ -34,6 +34,9 @@ struct State {
     rng: u64,
     /// Behave like a store without put-if-absent: every create overwrites.
     ignore_put_if_absent: bool,
+    /// Operations under way, and the most at once since the last reset.
+    in_flight: usize,
+    max_in_flight: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -51,6 +54,11 @@ impl FaultStore {
                 ..State::default()
             })),
         }
+    }
+
+    /// The most operations under way at once since the last call.
+    pub fn take_max_in_flight(&self) -> usize {
+        std::mem::take(&mut self.state.lock().unwrap().max_in_flight)
     }
 
     /// Operations since the last reset.
@@ -114,17 +122,24 @@ impl FaultStore {
         F: std::future::Future<Output = Result<T>>,
     {
         let (fault, delay) = self.tick();
+        {
+            let mut s = self.state.lock().unwrap();
+            s.in_flight += 1;
+            s.max_in_flight = s.max_in_flight.max(s.in_flight);
+        }
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        match fault {
+        let out = match fault {
             Some(Fault::Before) => Err(injected()),
             Some(Fault::After) => {
                 let _ = op.await;
                 Err(injected())
             }
             None => op.await,
-        }
+        };
+        self.state.lock().unwrap().in_flight -= 1;
+        out
     }
 }
 

@@ -14,6 +14,7 @@ use object_store::memory::InMemory;
 use crate::common::*;
 use crate::counting_store::CountingStore;
 use crate::dimension::states;
+use crate::fault_store::FaultStore;
 
 pub(crate) async fn world() -> (Warehouse, Arc<CountingStore>) {
     let store = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
@@ -433,4 +434,37 @@ async fn a_job_that_computes_its_own_batches_records_the_same_lineage() {
         revenue(&wh, "2026-03-25", None).await,
         vec![("Hamburg".into(), 5.0), ("Munich".into(), 11.5)]
     );
+}
+
+/// A session opens the warehouse's tables concurrently: on an object store
+/// each open is a few round trips, which should not add up table by table.
+#[tokio::test]
+async fn a_session_opens_its_tables_concurrently() {
+    let store = Arc::new(
+        FaultStore::new(Arc::new(InMemory::new())).with_delays(std::time::Duration::from_millis(2)),
+    );
+    let wh = Warehouse::new(
+        StorageLocation::from_store(store.clone(), "wh", "memory://wh"),
+        options(),
+    );
+    for i in 0..20 {
+        let name = format!("t{i:02}");
+        let schema = TableSchema::parse_spec(&name, SPEC, "date").unwrap();
+        wh.create_table(&name, schema).await.unwrap();
+    }
+    store.take_max_in_flight();
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    assert!(store.take_max_in_flight() > 1);
+    // Every table is there, by name.
+    let n = ctx
+        .sql("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap()[0]
+        .column(0)
+        .as_primitive::<arrow_array::types::Int64Type>()
+        .value(0);
+    assert_eq!(n, 20);
 }

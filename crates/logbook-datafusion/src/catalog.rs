@@ -10,10 +10,14 @@ use datafusion::catalog::{SchemaProvider, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{plan_err, DataFusionError, Result, ScalarValue};
 use datafusion::datasource::TableProvider;
 use datafusion::logical_expr::Expr;
+use futures::{StreamExt, TryStreamExt};
 use logbook_core::{DimensionMode, Table, TableSchema, Warehouse};
 
 use crate::lineage::Lineage;
 use crate::provider::{DimensionView, LogbookTableProvider};
+
+/// Tables opened at once when a session starts.
+const OPEN_CONCURRENCY: usize = 16;
 
 /// How tables resolve in one session.
 #[derive(Debug, Clone, Default)]
@@ -41,15 +45,22 @@ impl WarehouseSchema {
         options: QueryOptions,
         lineage: Option<Arc<Lineage>>,
     ) -> logbook_core::Result<Self> {
-        let mut tables = BTreeMap::new();
-        for name in warehouse.list_tables().await? {
-            let table = warehouse.table(&name).await?;
-            let schema = match options.pins.get(&name) {
-                Some(v) => table.at_version(*v).await?.schema().clone(),
-                None => table.latest().await?.schema().clone(),
-            };
-            tables.insert(name, (table, schema));
-        }
+        // Opened concurrently: on an object store each open is a few round
+        // trips, and a session over N tables should not wait for N in a row.
+        let pins = &options.pins;
+        let tables: BTreeMap<String, (Table, TableSchema)> =
+            futures::stream::iter(warehouse.list_tables().await?)
+                .map(|name| async move {
+                    let table = warehouse.table(&name).await?;
+                    let schema = match pins.get(&name) {
+                        Some(v) => table.at_version(*v).await?.schema().clone(),
+                        None => table.latest().await?.schema().clone(),
+                    };
+                    Ok::<_, logbook_core::Error>((name, (table, schema)))
+                })
+                .buffer_unordered(OPEN_CONCURRENCY)
+                .try_collect()
+                .await?;
         if let Some(missing) = options.pins.keys().find(|t| !tables.contains_key(*t)) {
             return Err(logbook_core::Error::TableNotFound {
                 table: missing.clone(),
