@@ -1,8 +1,9 @@
 //! The interval index: every key's validity intervals, sorted by start, so a
 //! probe finds the interval valid at a point by binary search.
 //!
-//! Keys are encoded with arrow's row format (any number and type of key
-//! columns); bounds are compared as `i64` (see [`super::pattern::is_orderable`]).
+//! Keys are compared as bytes ([`super::keys`]: one string column as its
+//! UTF-8, anything else in arrow's row format); bounds are compared as `i64`
+//! (see [`super::pattern::is_orderable`]).
 //! A key whose intervals do not overlap (every SCD2 dimension, by its
 //! invariants) is answered by one binary search and yields at most one
 //! interval; a key whose intervals overlap (any other table with the same
