@@ -38,10 +38,9 @@ use super::stream::{collect_and_index, Built, JoinMetrics, Probe};
 
 type SharedBuild = Arc<OnceCell<std::result::Result<Arc<Built>, Arc<DataFusionError>>>>;
 
-/// A point-in-time join: `on` keys equal and the point inside `[from, to)`.
-pub struct PointInTimeJoinExec {
-    left: Arc<dyn ExecutionPlan>,
-    right: Arc<dyn ExecutionPlan>,
+/// What a point-in-time join computes, apart from its inputs.
+#[derive(Debug, Clone)]
+struct JoinSpec {
     /// Equi-join keys: (left expression, right expression).
     on: Vec<(PhysicalExprRef, PhysicalExprRef)>,
     validity: Validity,
@@ -49,6 +48,13 @@ pub struct PointInTimeJoinExec {
     nulls_equal: bool,
     /// Output columns as indices into the join schema (none: all).
     projection: Option<Vec<usize>>,
+}
+
+/// A point-in-time join: `on` keys equal and the point inside `[from, to)`.
+pub struct PointInTimeJoinExec {
+    left: Arc<dyn ExecutionPlan>,
+    right: Arc<dyn ExecutionPlan>,
+    spec: JoinSpec,
     /// Every column the join produces, before projection.
     column_indices: Vec<ColumnIndex>,
     schema: SchemaRef,
@@ -60,10 +66,7 @@ pub struct PointInTimeJoinExec {
 impl fmt::Debug for PointInTimeJoinExec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PointInTimeJoinExec")
-            .field("on", &self.on)
-            .field("validity", &self.validity)
-            .field("join_type", &self.join_type)
-            .field("projection", &self.projection)
+            .field("spec", &self.spec)
             .finish()
     }
 }
@@ -92,35 +95,28 @@ impl PointInTimeJoinExec {
         if !keeps_points {
             return Ok(None);
         }
-        let projection = join.projection.as_ref().map(|p| p.to_vec());
-        Self::try_new(
-            left,
-            right,
-            join.on().to_vec(),
+        let spec = JoinSpec {
+            on: join.on().to_vec(),
             validity,
-            *join.join_type(),
-            join.null_equality() == NullEquality::NullEqualsNull,
-            projection,
-        )
-        .map(Some)
+            join_type: *join.join_type(),
+            nulls_equal: join.null_equality() == NullEquality::NullEqualsNull,
+            projection: join.projection.as_ref().map(|p| p.to_vec()),
+        };
+        Self::try_new(left, right, spec).map(Some)
     }
 
     fn try_new(
         left: Arc<dyn ExecutionPlan>,
         right: Arc<dyn ExecutionPlan>,
-        on: Vec<(PhysicalExprRef, PhysicalExprRef)>,
-        validity: Validity,
-        join_type: JoinType,
-        nulls_equal: bool,
-        projection: Option<Vec<usize>>,
+        spec: JoinSpec,
     ) -> Result<Self> {
         let (join_schema, column_indices) =
-            build_join_schema(&left.schema(), &right.schema(), &join_type);
-        let schema = match &projection {
+            build_join_schema(&left.schema(), &right.schema(), &spec.join_type);
+        let schema = match &spec.projection {
             Some(p) => Arc::new(join_schema.project(p)?),
             None => Arc::new(join_schema),
         };
-        let points = match validity.interval_side {
+        let points = match spec.validity.interval_side {
             JoinSide::Left => &right,
             _ => &left,
         };
@@ -140,11 +136,7 @@ impl PointInTimeJoinExec {
         Ok(Self {
             left,
             right,
-            on,
-            validity,
-            join_type,
-            nulls_equal,
-            projection,
+            spec,
             column_indices,
             schema,
             build: Arc::new(OnceCell::new()),
@@ -154,14 +146,14 @@ impl PointInTimeJoinExec {
     }
 
     fn interval_input(&self) -> &Arc<dyn ExecutionPlan> {
-        match self.validity.interval_side {
+        match self.spec.validity.interval_side {
             JoinSide::Left => &self.left,
             _ => &self.right,
         }
     }
 
     fn point_input(&self) -> &Arc<dyn ExecutionPlan> {
-        match self.validity.interval_side {
+        match self.spec.validity.interval_side {
             JoinSide::Left => &self.right,
             _ => &self.left,
         }
@@ -169,8 +161,8 @@ impl PointInTimeJoinExec {
 
     /// Key expressions of the interval side and of the point side.
     fn keys(&self) -> (Vec<PhysicalExprRef>, Vec<PhysicalExprRef>) {
-        let (l, r): (Vec<_>, Vec<_>) = self.on.iter().cloned().unzip();
-        match self.validity.interval_side {
+        let (l, r): (Vec<_>, Vec<_>) = self.spec.on.iter().cloned().unzip();
+        match self.spec.validity.interval_side {
             JoinSide::Left => (l, r),
             _ => (r, l),
         }
@@ -178,7 +170,7 @@ impl PointInTimeJoinExec {
 
     /// The output columns: which input and which column of it.
     fn output_columns(&self) -> Vec<ColumnIndex> {
-        match &self.projection {
+        match &self.spec.projection {
             Some(p) => p.iter().map(|&i| self.column_indices[i].clone()).collect(),
             None => self.column_indices.clone(),
         }
@@ -187,8 +179,13 @@ impl PointInTimeJoinExec {
 
 impl DisplayAs for PointInTimeJoinExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let on: Vec<String> = self.on.iter().map(|(l, r)| format!("({l}, {r})")).collect();
-        let (points, intervals) = match self.validity.interval_side {
+        let on: Vec<String> = self
+            .spec
+            .on
+            .iter()
+            .map(|(l, r)| format!("({l}, {r})"))
+            .collect();
+        let (points, intervals) = match self.spec.validity.interval_side {
             JoinSide::Left => ("right", "left"),
             _ => ("left", "right"),
         };
@@ -197,14 +194,14 @@ impl DisplayAs for PointInTimeJoinExec {
         write!(
             f,
             "PointInTimeJoinExec: join_type={}, on=[{}], point={} ({points}), valid=[{}, {}{}) ({intervals})",
-            self.join_type,
+            self.spec.join_type,
             on.join(", "),
-            name(&self.point_input().schema(), self.validity.point),
-            name(&interval_schema, self.validity.from),
-            name(&interval_schema, self.validity.to),
-            if self.validity.open_end { " or null" } else { "" },
+            name(&self.point_input().schema(), self.spec.validity.point),
+            name(&interval_schema, self.spec.validity.from),
+            name(&interval_schema, self.spec.validity.to),
+            if self.spec.validity.open_end { " or null" } else { "" },
         )?;
-        if let Some(p) = &self.projection {
+        if let Some(p) = &self.spec.projection {
             write!(f, ", projection={p:?}")?;
         }
         Ok(())
@@ -213,20 +210,16 @@ impl DisplayAs for PointInTimeJoinExec {
 
 impl EmbeddedProjection for PointInTimeJoinExec {
     fn with_projection(&self, projection: Option<Vec<usize>>) -> Result<Self> {
-        let combined = match (projection, &self.projection) {
+        let combined = match (projection, &self.spec.projection) {
             (Some(new), Some(old)) => Some(new.iter().map(|&i| old[i]).collect()),
             (Some(new), None) => Some(new),
             (None, old) => old.clone(),
         };
-        Self::try_new(
-            self.left.clone(),
-            self.right.clone(),
-            self.on.clone(),
-            self.validity,
-            self.join_type,
-            self.nulls_equal,
-            combined,
-        )
+        let spec = JoinSpec {
+            projection: combined,
+            ..self.spec.clone()
+        };
+        Self::try_new(self.left.clone(), self.right.clone(), spec)
     }
 }
 
@@ -244,7 +237,7 @@ impl ExecutionPlan for PointInTimeJoinExec {
     }
 
     fn required_input_distribution(&self) -> Vec<Distribution> {
-        match self.validity.interval_side {
+        match self.spec.validity.interval_side {
             JoinSide::Left => vec![
                 Distribution::SinglePartition,
                 Distribution::UnspecifiedDistribution,
@@ -260,7 +253,7 @@ impl ExecutionPlan for PointInTimeJoinExec {
         &self,
         f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
     ) -> Result<TreeNodeRecursion> {
-        apply_expression_roots(self.on.iter().flat_map(|(l, r)| [l, r]), f)
+        apply_expression_roots(self.spec.on.iter().flat_map(|(l, r)| [l, r]), f)
     }
 
     fn with_new_children(
@@ -270,15 +263,7 @@ impl ExecutionPlan for PointInTimeJoinExec {
         let [left, right]: [Arc<dyn ExecutionPlan>; 2] = children.try_into().map_err(|_| {
             DataFusionError::Internal("PointInTimeJoinExec has two children".into())
         })?;
-        Ok(Arc::new(Self::try_new(
-            left,
-            right,
-            self.on.clone(),
-            self.validity,
-            self.join_type,
-            self.nulls_equal,
-            self.projection.clone(),
-        )?))
+        Ok(Arc::new(Self::try_new(left, right, self.spec.clone())?))
     }
 
     fn try_swapping_with_projection(
@@ -302,8 +287,8 @@ impl ExecutionPlan for PointInTimeJoinExec {
         let metrics = JoinMetrics::new(&self.metrics, partition);
         let build = self.build.clone();
         let input = self.interval_input().clone();
-        let validity = self.validity;
-        let nulls_equal = self.nulls_equal;
+        let validity = self.spec.validity;
+        let nulls_equal = self.spec.nulls_equal;
         let build_metrics = metrics.clone();
         let built = async move {
             build
@@ -326,9 +311,9 @@ impl ExecutionPlan for PointInTimeJoinExec {
         };
         let probe_side = Probe {
             keys: point_keys,
-            point: self.validity.point,
-            interval_side: self.validity.interval_side,
-            keep_unmatched: self.join_type != JoinType::Inner,
+            point: self.spec.validity.point,
+            interval_side: self.spec.validity.interval_side,
+            keep_unmatched: self.spec.join_type != JoinType::Inner,
             columns: self.output_columns(),
             schema: self.schema.clone(),
             metrics,
