@@ -7,6 +7,24 @@ use chrono::NaiveDate;
 use logbook::clock::{ManualClock, SequentialIds};
 use logbook::{RunInfo, StorageLocation, Table, TableOptions, TableSchema};
 
+/// The physical plan of `sql` in `ctx`, indented as `EXPLAIN` shows it.
+pub async fn plan_text(
+    ctx: &logbook::query::datafusion::prelude::SessionContext,
+    sql: &str,
+) -> String {
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let text = logbook::query::datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(true)
+        .to_string();
+    text
+}
+
 pub const SPEC: &str = "date:date,id:int64,name:string";
 
 pub fn date(s: &str) -> NaiveDate {

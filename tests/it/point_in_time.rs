@@ -11,10 +11,11 @@ use logbook::query::datafusion::arrow::util::pretty::pretty_format_batches;
 use logbook::query::datafusion::datasource::MemTable;
 use logbook::query::datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use logbook::query::datafusion::execution::SessionStateBuilder;
-use logbook::query::datafusion::physical_plan::displayable;
 use logbook::query::datafusion::prelude::{SessionConfig, SessionContext};
 use logbook::query::pit::with_point_in_time_join;
 use proptest::prelude::*;
+
+use crate::common::plan_text;
 
 type Dim = (Option<i64>, bool, Option<i32>, Option<i32>);
 type Fact = (Option<i64>, bool, Option<i32>);
@@ -139,18 +140,6 @@ fn context_with_memory(
     ctx.register_table("dims", Arc::new(d)).unwrap();
     ctx.register_table("facts", Arc::new(f)).unwrap();
     ctx
-}
-
-async fn plan_text(ctx: &SessionContext, sql: &str) -> String {
-    let plan = ctx
-        .sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
-    let text = displayable(plan.as_ref()).indent(true).to_string();
-    text
 }
 
 async fn rows(ctx: &SessionContext, sql: &str) -> String {

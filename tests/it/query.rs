@@ -6,7 +6,6 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Float64Type;
 use arrow_array::{Date32Array, Float64Array, Int64Array, RecordBatch, StringArray};
-use logbook::query::datafusion::physical_plan::displayable;
 use logbook::query::{session, QueryOptions, Run};
 use logbook::{DimensionMode, RunInfo, StorageLocation, TableSchema, Warehouse};
 use object_store::memory::InMemory;
@@ -267,14 +266,11 @@ async fn a_query_for_one_date_opens_only_that_dates_files() {
         "read other dates: {data:?}"
     );
 
-    let plan = ctx
-        .sql("SELECT * FROM orders WHERE date BETWEEN DATE '2026-03-15' AND DATE '2026-03-16'")
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
-    let text = displayable(plan.as_ref()).indent(true).to_string();
+    let text = plan_text(
+        &ctx,
+        "SELECT * FROM orders WHERE date BETWEEN DATE '2026-03-15' AND DATE '2026-03-16'",
+    )
+    .await;
     assert!(
         text.contains("dates=2 (2026-03-15..=2026-03-16)") && text.contains("files=2"),
         "{text}"
@@ -365,9 +361,8 @@ async fn a_point_in_time_range_join_is_keyed_not_a_nested_loop() {
     let sql = "SELECT o.date, d.region, sum(o.amount) FROM orders o JOIN customers d \
         ON o.customer = d.customer AND o.date >= d.valid_from AND (d.valid_to IS NULL OR o.date < d.valid_to) \
         GROUP BY o.date, d.region ORDER BY o.date, d.region";
+    let text = plan_text(&ctx, sql).await;
     let df = ctx.sql(sql).await.unwrap();
-    let plan = df.clone().create_physical_plan().await.unwrap();
-    let text = displayable(plan.as_ref()).indent(true).to_string();
     // Keyed on the customer, the validity range answered by binary search
     // in the customer's intervals (see tests/it/point_in_time.rs).
     assert!(
