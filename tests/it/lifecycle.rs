@@ -173,7 +173,7 @@ async fn every_stale_reason_comes_from_real_commits_and_only_where_it_must() {
     assert_eq!(plan(&s, Selection::Missing).steps.len(), 8);
 }
 
-fn orders_batch(d: &str) -> arrow_array::RecordBatch {
+pub(crate) fn orders_batch(d: &str) -> arrow_array::RecordBatch {
     use arrow_array::{Date32Array, Float64Array, Int64Array, RecordBatch, StringArray};
     RecordBatch::try_from_iter([
         (

@@ -463,3 +463,44 @@ async fn a_session_opens_its_tables_concurrently() {
         .value(0);
     assert_eq!(n, 20);
 }
+
+#[tokio::test]
+async fn volatile_functions_are_refused_in_a_run_also_through_the_dataframe_api() {
+    let (wh, _) = world().await;
+    let rc = Run::new(&wh, "revenue_by_region", date("2026-03-15"))
+        .start()
+        .await
+        .unwrap();
+    for q in [
+        "SELECT random()",
+        "SELECT uuid()",
+        "SELECT now() + INTERVAL '1 day'",
+    ] {
+        let err = match rc.ctx.sql(q).await {
+            Ok(df) => df.collect().await.unwrap_err().to_string(),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            err.contains("logical_date()") && err.contains("replayed"),
+            "{q}: {err}"
+        );
+    }
+    // The DataFrame API plans through the same guard: DataFusion's own
+    // `now()` and `random()` expressions are refused, not evaluated.
+    use logbook::query::datafusion::functions::expr_fn::{now, random};
+    for e in [now(), random()] {
+        let err = rc
+            .ctx
+            .table("orders")
+            .await
+            .unwrap()
+            .select(vec![e])
+            .unwrap()
+            .collect()
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("logical_date()"), "{err}");
+    }
+    rc.writer.abort().await.unwrap();
+}

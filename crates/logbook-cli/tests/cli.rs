@@ -532,6 +532,69 @@ fn a_date_the_scheduled_run_commits_during_a_backfill_is_skipped_not_overwritten
 }
 
 #[test]
+fn a_production_write_between_the_backfills_check_and_its_commit_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    ok(&logbook(
+        &wh,
+        &[
+            "create",
+            "daily",
+            "--schema",
+            "date:date,n:int64",
+            "--partition-by",
+            "date",
+            "--schedule-start",
+            "2026-03-01",
+        ],
+    ));
+    // The backfill has checked March 2 and launched its command; before the
+    // command's own write starts, tonight's scheduled run (another process,
+    // without the backfill's expectation) commits March 2.
+    let prod = dir.path().join("prod.csv");
+    std::fs::write(&prod, "date,n\n2026-03-02,42\n").unwrap();
+    let bin = env!("CARGO_BIN_EXE_logbook");
+    let cmd = format!(
+        "if [ {{date}} = 2026-03-02 ]; then env -u LOGBOOK_EXPECT_VERSION {bin} write daily --date 2026-03-02 --run-id scheduled-0302 {}; fi && {}",
+        prod.display(),
+        backfill_command(dir.path(), "daily", 1, None),
+    );
+    let out = ok(&logbook(
+        &wh,
+        &["backfill", "daily", "--to", "2026-03-02", "--command", &cmd],
+    ));
+    assert!(out.contains("2026-03-02 skipped"), "{out}");
+    assert!(out.contains("1 done, 1 skipped, 0 failed"), "{out}");
+    let parts = partitions(&wh, "daily");
+    let march2 = parts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["date"] == "2026-03-02")
+        .unwrap();
+    assert_eq!(march2["run_id"], "scheduled-0302", "{march2}");
+    // By hand, the same expectation is an option of `write`.
+    let late = dir.path().join("late.csv");
+    std::fs::write(&late, "date,n\n2026-03-02,7\n").unwrap();
+    let err = refused(&logbook(
+        &wh,
+        &[
+            "write",
+            "daily",
+            "--date",
+            "2026-03-02",
+            "--expect-version",
+            "missing",
+            late.to_str().unwrap(),
+        ],
+    ));
+    assert!(
+        err.contains("conflict") && err.contains("2026-03-02"),
+        "{err}"
+    );
+}
+
+#[test]
 fn check_names_a_damaged_file_and_status_marks_its_date_corrupt() {
     let dir = tempfile::tempdir().unwrap();
     let wh = dir.path().join("wh");

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use chrono::NaiveDate;
+use object_store::ObjectStoreExt;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
@@ -39,6 +40,51 @@ pub(crate) struct PartitionChange {
     pub rewrite_of: Option<Vec<String>>,
     /// The schema version the rows were written under.
     pub schema_version: u32,
+    /// What the partition must be at the head when this change commits
+    /// (a backfill's guard); anything else is a `PartitionConflict`.
+    pub expected: Option<ExpectedPartition>,
+}
+
+/// What a write expects the partition it replaces to be when it commits.
+///
+/// A backfill looks at a date, decides to recompute it and launches the
+/// job; a production run may commit the date in between. The backfill
+/// passes what it saw, and the commit refuses atomically (inside the commit
+/// pipeline, against the head it builds on) if the date moved, so the
+/// production run's rows are never overwritten.
+///
+/// ```
+/// use logbook_core::ExpectedPartition;
+/// assert_eq!("missing".parse(), Ok(ExpectedPartition::Missing));
+/// assert_eq!("12".parse(), Ok(ExpectedPartition::Version(12)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpectedPartition {
+    /// The date has never been committed.
+    Missing,
+    /// The date was last replaced by this version.
+    Version(u64),
+}
+
+impl std::str::FromStr for ExpectedPartition {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "missing" => Ok(ExpectedPartition::Missing),
+            v => v.parse().map(ExpectedPartition::Version).map_err(|_| {
+                format!("expected partition {v:?}: give a version number or `missing`")
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for ExpectedPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExpectedPartition::Missing => f.write_str("missing"),
+            ExpectedPartition::Version(v) => write!(f, "{v}"),
+        }
+    }
 }
 
 /// New contents of a whole dimension.
@@ -164,6 +210,8 @@ pub(crate) async fn commit(
     let commit_id = table.options.ids.next_id();
     let dates: BTreeSet<NaiveDate> = pending.changes.iter().map(|c| c.date).collect();
     let mut checked = pending.base_version;
+    // Rewrites dropped by any attempt: a later attempt no longer holds them.
+    let mut dropped = Vec::new();
     let mut head = table
         .log
         .latest_from(pending.base_version)
@@ -182,7 +230,7 @@ pub(crate) async fn commit(
 
         // 2. Build the new snapshot on the head.
         let head_snap = table.snapshot(head).await.map_err(|e| fail(e, ambiguous))?;
-        if let Some(version) = already_committed_by_run(&head_snap, &pending, &dates)
+        if let Some(version) = already_committed_by_run(table, &head_snap, &pending, &dates)
             .await
             .map_err(|e| fail(e, ambiguous))?
         {
@@ -193,10 +241,16 @@ pub(crate) async fn commit(
                 dropped: vec![],
             });
         }
-        let dropped = drop_stale_rewrites(&head_snap, &mut pending)
+        check_expected(table, &head_snap, &pending)
             .await
             .map_err(|e| fail(e, ambiguous))?;
+        dropped.extend(
+            drop_stale_rewrites(&head_snap, &mut pending)
+                .await
+                .map_err(|e| fail(e, ambiguous))?,
+        );
         if pending.operation == Operation::Compact && pending.changes.is_empty() {
+            dropped.sort();
             return Ok(CommitInfo {
                 version: head,
                 already_committed: false,
@@ -225,10 +279,10 @@ pub(crate) async fn commit(
             }
         };
         if lost {
-            let winner = table
-                .read_entry(version)
-                .await
-                .map_err(|e| fail(e, ambiguous))?;
+            // `AlreadyExists` may be our own put: the store retried a create
+            // whose first try landed, and the retry saw it. Until the
+            // winner is read and is not ours, the outcome is unknown.
+            let winner = table.read_entry(version).await.map_err(|e| fail(e, true))?;
             if winner.commit_id != commit_id {
                 head = table
                     .log
@@ -240,6 +294,7 @@ pub(crate) async fn commit(
         }
         table.saw(version);
         table.write_hint(version).await;
+        dropped.sort();
         return Ok(CommitInfo {
             version,
             already_committed: false,
@@ -325,7 +380,13 @@ async fn drop_stale_rewrites(
 /// If our run id already wrote every date we write (now or in an earlier,
 /// since-superseded version), the version it wrote at: a late retry of a run
 /// must never overwrite what came after it.
+///
+/// A run id alone does not make a date done: when the date's current
+/// contents are the run's own but are damaged (a file missing or of the
+/// wrong size) or older than a column added since, re-running the same run
+/// repairs the date by committing.
 async fn already_committed_by_run(
+    table: &TableInner,
     head: &Snapshot,
     pending: &PendingCommit,
     dates: &BTreeSet<NaiveDate>,
@@ -334,17 +395,80 @@ async fn already_committed_by_run(
         return Ok(None);
     }
     let mut version = None;
-    for date in dates {
-        match head
-            .partition(*date)
-            .await?
-            .and_then(|p| p.version_written_by(&pending.run.run_id))
-        {
-            Some(v) => version = version.max(Some(v)),
-            None => return Ok(None),
+    for change in &pending.changes {
+        let Some(p) = head.partition(change.date).await? else {
+            return Ok(None);
+        };
+        let Some(v) = p.version_written_by(&pending.run.run_id) else {
+            return Ok(None);
+        };
+        if v == p.version && needs_repair(table, head, &p, change.schema_version).await? {
+            return Ok(None);
         }
+        version = version.max(Some(v));
     }
     Ok(version)
+}
+
+/// Is partition `p` (the current contents of its date) damaged, or missing
+/// columns that a write at `schema_version` would fill?
+async fn needs_repair(
+    table: &TableInner,
+    head: &Snapshot,
+    p: &PartitionEntry,
+    schema_version: u32,
+) -> Result<bool> {
+    let stale_schema = schema_version > p.schema_version
+        && head
+            .schema()
+            .columns
+            .iter()
+            .any(|c| c.added_in > p.schema_version && c.added_in <= schema_version);
+    if stale_schema {
+        return Ok(true);
+    }
+    let heads = p.files.iter().map(|f| async move {
+        match table
+            .location
+            .store()
+            .head(&table.location.path(&f.path))
+            .await
+        {
+            Ok(meta) => Ok(meta.size != f.size),
+            Err(object_store::Error::NotFound { .. }) => Ok(true),
+            Err(e) => Err(Error::storage(&f.path, e)),
+        }
+    });
+    let damaged = futures::future::try_join_all(heads).await?;
+    Ok(damaged.into_iter().any(|d| d))
+}
+
+/// Refuse a change whose partition is not what its writer expected
+/// (see [`ExpectedPartition`]).
+async fn check_expected(
+    table: &TableInner,
+    head: &Snapshot,
+    pending: &PendingCommit,
+) -> Result<()> {
+    for change in &pending.changes {
+        let Some(expected) = change.expected else {
+            continue;
+        };
+        let now = head.partition(change.date).await?.map(|p| p.version);
+        let ok = match expected {
+            ExpectedPartition::Missing => now.is_none(),
+            ExpectedPartition::Version(v) => now == Some(v),
+        };
+        if !ok {
+            return Err(Error::PartitionConflict {
+                table: table.name.clone(),
+                date: change.date,
+                base_version: pending.base_version,
+                winning_version: now.unwrap_or(head.version()),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Write the month manifests we change and a new root; return the log entry.

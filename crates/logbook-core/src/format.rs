@@ -131,17 +131,58 @@ impl std::str::FromStr for DimensionMode {
     }
 }
 
-/// One input a run read: the table, the version it read, and for
-/// date-partitioned inputs the dates the scan read after pruning.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One input a run read: the table and the version it read; for
+/// date-partitioned inputs the dates the scan found and the dates its
+/// filters asked for; for dimensions the dates their rows were resolved at.
+///
+/// Staleness is judged from both sides of a read: a date found is stale
+/// when it is replaced, and a date asked for but not found when it lands.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InputRead {
     pub table: String,
     pub version: u64,
+    /// Date-partitioned inputs: the partitions the scans read after pruning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dates: Option<Vec<NaiveDate>>,
+    /// Date-partitioned inputs: what the scans' filters allowed, found or
+    /// not (one span per distinct scan). Empty in runs recorded before
+    /// logbook kept it: then only `dates` is judged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asked: Vec<DateSpan>,
     /// True for dimension (SCD2) inputs.
     #[serde(default)]
     pub dimension: bool,
+    /// Dimensions: the business dates the rows were resolved at (the run's
+    /// logical date, or the date an `asof()` named).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub as_of: Vec<NaiveDate>,
+    /// Dimensions: rows were read without a date (current rows, or the
+    /// whole history), so any change to the dimension matters.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undated: bool,
+}
+
+/// The dates a scan's filters allowed on a partition column: `from..=to`
+/// (either end open) and, when the filters listed dates, only those. The
+/// default span is every date.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DateSpan {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<NaiveDate>,
+    /// Inclusive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<NaiveDate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<Vec<NaiveDate>>,
+}
+
+impl DateSpan {
+    /// Does the span allow `date`?
+    pub fn contains(&self, date: NaiveDate) -> bool {
+        self.from.is_none_or(|f| date >= f)
+            && self.to.is_none_or(|t| date <= t)
+            && self.only.as_ref().is_none_or(|o| o.contains(&date))
+    }
 }
 
 impl RunInfo {

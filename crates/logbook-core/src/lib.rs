@@ -34,11 +34,11 @@ mod validate;
 pub mod warehouse;
 pub mod writer;
 
-pub use commit::CommitInfo;
+pub use commit::{CommitInfo, ExpectedPartition};
 pub use dimension::DimensionCommit;
 pub use error::{Error, ErrorKind, Result};
 pub use format::{
-    DataFile, DateRange, DimensionMode, InputRead, LogEntry, Operation, PartitionEntry,
+    DataFile, DateRange, DateSpan, DimensionMode, InputRead, LogEntry, Operation, PartitionEntry,
     PropertiesChange, RunInfo, RunRef, TableProperties,
 };
 pub use options::TableOptions;

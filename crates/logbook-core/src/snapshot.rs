@@ -146,6 +146,14 @@ impl Snapshot {
             .unwrap_or_default()
     }
 
+    /// The version that last changed a dimension's rows, as of this
+    /// snapshot (`None` for partitioned tables): what a run that read the
+    /// dimension depends on, unlike the table version, which also moves for
+    /// property or schema changes.
+    pub fn dimension_version(&self) -> Option<u64> {
+        self.root.dimension.as_ref().map(|d| d.version)
+    }
+
     /// Stream every row of a dimension (all intervals).
     pub async fn scan_dimension(&self) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         Ok(read_files(

@@ -257,6 +257,7 @@ impl Stage {
                 run: Some(p.run.clone()),
                 rewrite_of: None,
                 schema_version: p.schema_version,
+                expected: None,
             })
             .collect();
         let run = RunInfo::new(format!("publish-{}", self.info.name));

@@ -7,7 +7,7 @@ use arrow_array::types::Date32Type;
 use arrow_array::{Array, RecordBatch};
 use chrono::NaiveDate;
 
-use crate::commit::{commit, CommitInfo, PartitionChange, PendingCommit};
+use crate::commit::{commit, CommitInfo, ExpectedPartition, PartitionChange, PendingCommit};
 use crate::error::{Error, Result};
 use crate::format::{layout, Operation, RunInfo};
 use crate::intent::{self, RunMarker};
@@ -37,6 +37,8 @@ pub struct PartitionWriter {
     marker: RunMarker,
     /// Record the partition in this named stage instead of committing it.
     stage: Option<String>,
+    /// What the partition must be when this write commits.
+    expected: Option<ExpectedPartition>,
 }
 
 impl std::fmt::Debug for PartitionWriter {
@@ -84,6 +86,7 @@ impl PartitionWriter {
             failed: false,
             marker,
             stage: None,
+            expected: None,
         })
     }
 
@@ -137,6 +140,21 @@ impl PartitionWriter {
         self.rows
     }
 
+    /// Commit only if the partition is then still as `expected` (missing, or
+    /// last replaced by a given version); otherwise the commit fails with
+    /// `PartitionConflict` and nothing is written. `logbook backfill` sets
+    /// this, so a date production committed after the backfill looked at it
+    /// is never overwritten.
+    pub fn expect(mut self, expected: ExpectedPartition) -> Self {
+        self.expected = Some(expected);
+        self
+    }
+
+    /// The run this writer commits as.
+    pub fn run(&self) -> &RunInfo {
+        &self.run
+    }
+
     /// Record more about the run before committing (e.g. lineage).
     pub fn run_mut(&mut self) -> &mut RunInfo {
         &mut self.run
@@ -184,6 +202,7 @@ impl PartitionWriter {
             rows,
             marker,
             stage,
+            expected,
             ..
         } = self;
         let run_id = marker.run_id;
@@ -228,6 +247,7 @@ impl PartitionWriter {
                 run: None,
                 rewrite_of: None,
                 schema_version: base.schema().version,
+                expected,
             }],
         );
         let outcome = commit(&table, pending).await;

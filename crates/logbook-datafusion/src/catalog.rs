@@ -160,7 +160,9 @@ impl TableFunctionImpl for AsOfFunction {
                 "asof(): table {name} is not a dimension; use snapshot() for time travel"
             );
         }
-        let p = LogbookTableProvider::new(table, schema, None).with_view(DimensionView::AsOf(date));
+        // A run pinned to a version of the dimension reads that version here too.
+        let pin = self.0.options.pins.get(&name).copied();
+        let p = LogbookTableProvider::new(table, schema, pin).with_view(DimensionView::AsOf(date));
         Ok(Arc::new(self.0.recorded(p)))
     }
 }

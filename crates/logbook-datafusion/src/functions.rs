@@ -5,10 +5,14 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, TimeUnit};
 use chrono::NaiveDate;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{plan_err, Result, ScalarValue};
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Expr, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
 };
+use datafusion::optimizer::AnalyzerRule;
 
 /// Which of a run's time values a function returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -90,7 +94,7 @@ impl ScalarUDFImpl for WallClockRefused {
 
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
         plan_err!(
-            "{}() reads the wall clock, so re-running this job for a past date would give a different answer; \
+            "{}() reads the wall clock, so a replayed run for a past date would give a different answer; \
              use logical_date() (or data_interval_start() / data_interval_end()) instead",
             self.name
         )
@@ -146,4 +150,51 @@ pub fn wall_clock_refusals() -> Vec<ScalarUDF> {
             })
         })
         .collect()
+}
+
+/// Refuses, inside a run, any plan that calls a wall-clock function or a
+/// volatile one (`random()`, `uuid()`...): a replayed date must give the
+/// same rows.
+///
+/// The SQL planner already meets the refusing functions above; this rule
+/// also catches plans built with the DataFrame API, whose expression
+/// helpers (`expr_fn::now()`) carry DataFusion's own functions and never
+/// look at the session's registry. It runs as an analyzer rule, before the
+/// optimizer folds `now()` into a constant.
+#[derive(Debug)]
+pub(crate) struct ReplayGuard;
+
+impl AnalyzerRule for ReplayGuard {
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        plan.apply_with_subqueries(|node| {
+            node.apply_expressions(|e| {
+                e.apply(|e| match e {
+                    Expr::ScalarFunction(f) => refuse_unreplayable(f.func.as_ref()),
+                    _ => Ok(TreeNodeRecursion::Continue),
+                })
+            })
+        })?;
+        Ok(plan)
+    }
+
+    fn name(&self) -> &str {
+        "logbook_replay_guard"
+    }
+}
+
+fn refuse_unreplayable(f: &ScalarUDF) -> Result<TreeNodeRecursion> {
+    let name = f.name();
+    if WALL_CLOCK_FUNCTIONS.contains(&name) {
+        return plan_err!(
+            "{name}() reads the wall clock, so a replayed run for a past date would give a different answer; \
+             use logical_date() (or data_interval_start() / data_interval_end()) instead"
+        );
+    }
+    if f.signature().volatility == Volatility::Volatile {
+        return plan_err!(
+            "{name}() gives a different value each time, so a replayed run would not give the same rows; \
+             derive the value from the row and the run instead, e.g. a hash of the row's key and logical_date()"
+        );
+    }
+    Ok(TreeNodeRecursion::Continue)
 }

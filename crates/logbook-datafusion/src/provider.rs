@@ -14,7 +14,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use logbook_core::{DataFile, Snapshot, Table, TableSchema};
 
 use crate::exec::{LogbookScanExec, ValidityFilter};
-use crate::lineage::Lineage;
+use crate::lineage::{Lineage, Read};
 use crate::prune::DateBounds;
 
 /// Which rows of a dimension a provider exposes.
@@ -143,7 +143,11 @@ impl TableProvider for LogbookTableProvider {
                     .collect();
                 let dates: Vec<NaiveDate> = parts.iter().map(|p| p.date).collect();
                 if let Some(l) = &self.lineage {
-                    l.record(self.table.name(), snapshot.version(), Some(dates.clone()));
+                    let read = Read::Partitions {
+                        asked: bounds.span(),
+                        found: parts.iter().map(|p| (p.date, p.version)).collect(),
+                    };
+                    l.record(self.table.name(), snapshot.version(), read);
                 }
                 let label = match (dates.first(), dates.last()) {
                     (Some(a), Some(b)) => format!("dates={} ({a}..={b})", dates.len()),
@@ -154,7 +158,13 @@ impl TableProvider for LogbookTableProvider {
             }
             None => {
                 if let Some(l) = &self.lineage {
-                    l.record(self.table.name(), snapshot.version(), None);
+                    let at = match self.view {
+                        DimensionView::AsOf(d) => Some(d),
+                        DimensionView::Current | DimensionView::History => None,
+                    };
+                    let data_version = snapshot.dimension_version();
+                    let read = Read::Dimension { at, data_version };
+                    l.record(self.table.name(), snapshot.version(), read);
                 }
                 let (label, validity) = match self.view {
                     DimensionView::History => ("history".to_string(), None),

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::scalar::ScalarValue;
+use logbook_core::DateSpan;
 
 /// The dates (days since the epoch) filters allow on one column.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -29,6 +30,19 @@ impl DateBounds {
         self.lo.is_none_or(|lo| day >= lo)
             && self.hi.is_none_or(|hi| day <= hi)
             && self.only.as_ref().is_none_or(|s| s.contains(&day))
+    }
+
+    /// The dates allowed, as recorded in a run's lineage.
+    pub fn span(&self) -> DateSpan {
+        let date = |d: i32| logbook_core::dates::from_days(d);
+        DateSpan {
+            from: self.lo.map(date),
+            to: self.hi.map(date),
+            only: self
+                .only
+                .as_ref()
+                .map(|days| days.iter().copied().map(date).collect()),
+        }
     }
 
     fn restrict_to(&mut self, days: BTreeSet<i32>) {

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use chrono::NaiveDate;
 use datafusion::execution::context::SessionContext;
 use futures::TryStreamExt;
-use logbook_core::{CommitInfo, DimensionMode, PartitionWriter, RunInfo, Warehouse};
+use logbook_core::{
+    CommitInfo, DimensionMode, ExpectedPartition, PartitionWriter, RunInfo, Warehouse,
+};
 
 use crate::catalog::QueryOptions;
 use crate::error::QueryError;
@@ -39,6 +41,7 @@ pub struct Run {
     run: RunInfo,
     pins: std::collections::HashMap<String, u64>,
     stage: Option<String>,
+    expected: Option<ExpectedPartition>,
 }
 
 /// The environment variable `logbook backfill --stage NAME` sets for the
@@ -59,6 +62,7 @@ impl Run {
             },
             pins: Default::default(),
             stage: None,
+            expected: None,
         }
     }
 
@@ -79,6 +83,14 @@ impl Run {
         }
     }
 
+    /// Commit only if the target partition is then still as `expected`
+    /// (see [`PartitionWriter::expect`]); `logbook backfill` passes what it
+    /// saw so that a production commit in between wins.
+    pub fn expect(mut self, expected: ExpectedPartition) -> Self {
+        self.expected = Some(expected);
+        self
+    }
+
     /// Resolve dimensions as of the logical date (default) or currently.
     pub fn dimensions(mut self, mode: DimensionMode) -> Self {
         self.mode = mode;
@@ -96,8 +108,8 @@ impl Run {
     }
 
     /// The run id (default: derived from the target, date, mode, code
-    /// version and the versions read, so re-submitting the same run on the
-    /// same inputs is a no-op).
+    /// version, query text, target schema version and the data read, so
+    /// re-submitting the same run on the same inputs is a no-op).
     pub fn run_id(mut self, id: impl Into<String>) -> Self {
         self.run.run_id = id.into();
         self
@@ -146,6 +158,10 @@ impl Run {
             }
             None => table.replace_partition(self.logical_date, run).await?,
         };
+        let writer = match self.expected {
+            Some(e) => writer.expect(e),
+            None => writer,
+        };
         Ok(RunContext {
             ctx,
             lineage,
@@ -191,38 +207,96 @@ impl RunContext {
     /// Commit the partition with the inputs read so far as lineage.
     ///
     /// Without an explicit run id, the id is derived from the target, date,
-    /// dimension mode, code version and the versions of everything read: re-running
-    /// on the same inputs is recognised as the same run and commits nothing
-    /// new, while a re-run after an input or dimension changed commits.
+    /// dimension mode and code version (fixed when the run starts), then
+    /// completed with a fingerprint of the query text (whitespace
+    /// normalised), the target's schema version and the data read: each
+    /// input partition's own version and each dimension's last
+    /// data-changing version with the dates it was resolved at. Re-running
+    /// the same query on the same data is the same run and commits nothing
+    /// new; an edited query, a replaced input date or a dimension change
+    /// commits. Commits that leave the data read as it was (other dates,
+    /// compaction, expiry, property changes) do not.
     pub async fn commit(mut self) -> Result<CommitInfo, QueryError> {
         let inputs = self.lineage.inputs();
         if self.derived_id {
+            let identity = identity(
+                self.writer.run().query.as_deref(),
+                self.writer.schema().version,
+                &self.lineage.data_read(),
+            );
             let run = self.writer.run_mut();
-            run.run_id = format!("{}-{:016x}", run.run_id, fingerprint(&inputs));
+            run.run_id = format!("{}-{:016x}", run.run_id, fingerprint(identity.as_bytes()));
         }
         self.writer.run_mut().inputs = inputs;
         Ok(self.writer.commit().await?)
     }
 }
 
-/// A stable 64-bit FNV-1a hash of what a run read (tables, versions, dates):
-/// stable across builds and platforms, unlike `std`'s hasher, because run ids
-/// are stored in the log.
-fn fingerprint(inputs: &[logbook_core::InputRead]) -> u64 {
+/// What a derived run id stands for besides its readable prefix.
+fn identity(query: Option<&str>, schema_version: u32, data_read: &str) -> String {
+    let query = query.map_or("none".to_string(), normalise_whitespace);
+    format!("query: {query}\ntarget schema: {schema_version}\n{data_read}")
+}
+
+/// `query` with every run of whitespace outside quotes made one space, and
+/// none at the ends: layout changes are the same query, while a changed
+/// string literal (`'a  b'`) is not.
+fn normalise_whitespace(query: &str) -> String {
+    let mut out = String::with_capacity(query.len());
+    let mut quote: Option<char> = None;
+    let mut gap = false;
+    for c in query.trim().chars() {
+        match quote {
+            Some(q) => {
+                if c == q {
+                    quote = None;
+                }
+                out.push(c);
+            }
+            None if c.is_whitespace() => gap = true,
+            None => {
+                if gap {
+                    out.push(' ');
+                    gap = false;
+                }
+                if c == '\'' || c == '"' {
+                    quote = Some(c);
+                }
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// A stable 64-bit FNV-1a hash: stable across builds and platforms, unlike
+/// `std`'s hasher, because run ids are stored in the log.
+fn fingerprint(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for b in bytes {
-            hash ^= u64::from(*b);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    };
-    for input in inputs {
-        eat(input.table.as_bytes());
-        eat(&input.version.to_le_bytes());
-        for d in input.dates.iter().flatten() {
-            eat(d.to_string().as_bytes());
-        }
-        eat(b";");
+    for b in bytes {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
     hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalise_whitespace;
+
+    #[test]
+    fn whitespace_is_normalised_outside_quotes_only() {
+        assert_eq!(
+            normalise_whitespace("  SELECT a,\n\t b  FROM t "),
+            "SELECT a, b FROM t"
+        );
+        assert_eq!(
+            normalise_whitespace("SELECT 'a  b' AS \"x  y\""),
+            "SELECT 'a  b' AS \"x  y\""
+        );
+        assert_ne!(
+            normalise_whitespace("SELECT 'a  b'"),
+            normalise_whitespace("SELECT 'a b'")
+        );
+    }
 }

@@ -9,7 +9,7 @@ use logbook_core::Warehouse;
 
 use crate::catalog::{AsOfFunction, QueryOptions, SnapshotFunction, WarehouseSchema};
 use crate::error::QueryError;
-use crate::functions::{run_time_functions, wall_clock_refusals};
+use crate::functions::{run_time_functions, wall_clock_refusals, ReplayGuard};
 use crate::lineage::Lineage;
 use crate::pit::with_point_in_time_join;
 
@@ -39,13 +39,15 @@ pub async fn session(
     let config = SessionConfig::new()
         .with_information_schema(true)
         .with_default_catalog_and_schema("logbook", "public");
-    let state = SessionStateBuilder::new()
+    let in_run = options.logical_date.is_some();
+    let mut state = SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()
-        .with_physical_optimizer_rules(with_point_in_time_join())
-        .build();
-    let ctx = SessionContext::new_with_state(state);
-    let in_run = options.logical_date.is_some();
+        .with_physical_optimizer_rules(with_point_in_time_join());
+    if in_run {
+        state = state.with_analyzer_rule(Arc::new(ReplayGuard));
+    }
+    let ctx = SessionContext::new_with_state(state.build());
     let schema = Arc::new(WarehouseSchema::open(warehouse, options.clone(), lineage).await?);
     let catalog = Arc::new(datafusion::catalog::MemoryCatalogProvider::new());
     datafusion::catalog::CatalogProvider::register_schema(

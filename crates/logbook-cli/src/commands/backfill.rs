@@ -9,10 +9,11 @@ use std::time::Duration;
 use chrono::NaiveDate;
 use indicatif::{ProgressBar, ProgressStyle};
 use logbook_core::lifecycle::{self, PlanStep, Selection};
-use logbook_core::{Stage, Table, Warehouse};
+use logbook_core::{ExpectedPartition, Stage, Table, Warehouse};
 use tokio::task::JoinSet;
 
 use super::status::Range;
+use super::write::EXPECT_ENV;
 use super::CliError;
 
 #[derive(Debug, clap::Args)]
@@ -23,7 +24,9 @@ pub struct Args {
     range: Range,
     /// Shell command run once per date; `{date}` is replaced by the date
     /// (YYYY-MM-DD). It must commit that date through logbook; it runs with
-    /// `LOGBOOK_WAREHOUSE` set to this warehouse.
+    /// `LOGBOOK_WAREHOUSE` set to this warehouse and `LOGBOOK_EXPECT_VERSION`
+    /// to the date's version when the backfill looked (`logbook write` and
+    /// `logbook run` obey it: a date committed meanwhile is not overwritten).
     #[arg(long)]
     command: String,
     /// At most this many dates at a time (chains always run one at a time).
@@ -71,8 +74,10 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
         for s in &plan.steps {
             println!("{}  {}", s.date, command_for(&args.command, s.date));
         }
+        print_blocked(&plan);
         return Ok(());
     }
+    print_blocked(&plan);
     let table = warehouse.table(&args.table).await?;
     let stage = match &args.stage {
         Some(name) => Some(table.stage(name).await?),
@@ -114,9 +119,15 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
                 .arg("-c")
                 .arg(command_for(&args.command, step.date))
                 .env("LOGBOOK_WAREHOUSE", uri);
+            // What the backfill saw travels with the command, so its commit
+            // fails atomically if production committed the date since.
             match &args.stage {
-                Some(name) => command.env(logbook_datafusion::run::STAGE_ENV, name),
-                None => command.env_remove(logbook_datafusion::run::STAGE_ENV),
+                Some(name) => command
+                    .env(logbook_datafusion::run::STAGE_ENV, name)
+                    .env_remove(EXPECT_ENV),
+                None => command
+                    .env_remove(logbook_datafusion::run::STAGE_ENV)
+                    .env(EXPECT_ENV, expectation(before).to_string()),
             };
             let date = step.date;
             running.spawn(async move {
@@ -156,6 +167,20 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
         stop.load(Ordering::SeqCst),
         halted,
     )
+}
+
+/// Say that a chain's plan stops at a running date.
+fn print_blocked(plan: &lifecycle::Plan) {
+    if let Some(d) = plan.blocked_by {
+        eprintln!(
+            "{d} of {} is being written by a live run; the dates after it wait for it: run the backfill again once it finishes",
+            plan.table
+        );
+    }
+}
+
+fn expectation(before: Option<u64>) -> ExpectedPartition {
+    before.map_or(ExpectedPartition::Missing, ExpectedPartition::Version)
 }
 
 fn command_for(template: &str, date: NaiveDate) -> String {

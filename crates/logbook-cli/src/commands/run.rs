@@ -1,5 +1,5 @@
 use chrono::NaiveDate;
-use logbook_core::{DimensionMode, Warehouse};
+use logbook_core::{DimensionMode, ExpectedPartition, Warehouse};
 use logbook_datafusion::Run;
 
 use super::sql::{parse_mode, query_err};
@@ -28,6 +28,10 @@ pub struct Args {
     /// Write into this named stage instead of the main line (set by `backfill --stage`).
     #[arg(long, env = "LOGBOOK_STAGE")]
     stage: Option<String>,
+    /// Commit only if the date is then still at this version (`missing`: never
+    /// committed); otherwise refuse with a conflict. Set by `backfill`.
+    #[arg(long, env = super::write::EXPECT_ENV, value_name = "VERSION|missing")]
+    expect_version: Option<ExpectedPartition>,
 }
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
@@ -40,6 +44,9 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     }
     if let Some(stage) = &args.stage {
         run = run.stage(stage);
+    }
+    if let Some(e) = args.expect_version {
+        run = run.expect(e);
     }
     let info = run.sql(&args.sql).await.map_err(query_err)?;
     if let Some(stage) = &info.staged {

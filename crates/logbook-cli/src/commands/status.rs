@@ -172,6 +172,9 @@ pub async fn plan(warehouse: &Warehouse, args: PlanArgs) -> Result<(), CliError>
         let why: Vec<String> = s.reasons.iter().map(|r| r.to_string()).collect();
         println!("{} {:<8} {}", s.date, s.state.to_string(), why.join("; "));
     }
+    if let Some(d) = plan.blocked_by {
+        println!("{d} running  later dates of the chain wait for it");
+    }
     Ok(())
 }
 

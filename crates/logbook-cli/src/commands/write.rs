@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 
 use chrono::NaiveDate;
-use logbook_core::{PartitionWriter, RunInfo, Warehouse};
+use logbook_core::{ExpectedPartition, PartitionWriter, RunInfo, Warehouse};
 
 use super::CliError;
 use crate::input;
@@ -31,7 +31,16 @@ pub struct Args {
     /// Write into this named stage instead of the main line (set by `backfill --stage`).
     #[arg(long, env = "LOGBOOK_STAGE")]
     stage: Option<String>,
+    /// Commit only if the date is then still at this version (`missing`: never
+    /// committed); otherwise refuse with a conflict. Set by `backfill`, so a
+    /// date another run commits meanwhile is never overwritten.
+    #[arg(long, env = EXPECT_ENV, value_name = "VERSION|missing")]
+    expect_version: Option<ExpectedPartition>,
 }
+
+/// The environment variable `logbook backfill` sets for the commands it runs:
+/// the version it saw for the date (or `missing`).
+pub const EXPECT_ENV: &str = "LOGBOOK_EXPECT_VERSION";
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     let warehouse = match args.max_rows_per_file {
@@ -49,7 +58,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         logical_date: Some(args.date),
         ..RunInfo::default()
     };
-    let mut writer = match &args.stage {
+    let writer = match &args.stage {
         Some(stage) => {
             table
                 .stage(stage)
@@ -58,6 +67,10 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
                 .await?
         }
         None => table.replace_partition(args.date, run.clone()).await?,
+    };
+    let mut writer = match args.expect_version {
+        Some(e) => writer.expect(e),
+        None => writer,
     };
     if let Err(e) = fill(&mut writer, &args.files, table.name()).await {
         writer.abort().await?;

@@ -65,6 +65,10 @@ pub struct Plan {
     /// The table is a chain: steps must run strictly in order.
     pub chain: bool,
     pub steps: Vec<PlanStep>,
+    /// A chain's date that a live writer is running: every later date
+    /// reads it, so none is planned until it finishes (plan again then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked_by: Option<NaiveDate>,
 }
 
 impl Plan {
@@ -79,11 +83,17 @@ impl Plan {
 ///
 /// When a chain has a date that must be recomputed, every later date
 /// depends on it, so the plan includes the whole tail even if `status`
-/// was computed before those dates were marked stale.
+/// was computed before those dates were marked stale. A chain's plan stops
+/// at a date that is running: the next date must wait for it.
 pub fn plan(status: &TableStatus, selection: Selection) -> Plan {
     let mut steps: Vec<PlanStep> = Vec::new();
     let mut chain_broken = false;
+    let mut blocked_by = None;
     for d in &status.dates {
+        if status.depends_on_previous && d.state == PartitionState::Running {
+            blocked_by = Some(d.date);
+            break;
+        }
         let selected = selection.selects(d.state)
             || (status.depends_on_previous && chain_broken && d.state != PartitionState::Running);
         if !selected {
@@ -106,5 +116,55 @@ pub fn plan(status: &TableStatus, selection: Selection) -> Plan {
         table: status.table.clone(),
         chain: status.depends_on_previous,
         steps,
+        blocked_by,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lifecycle::state::DateStatus;
+
+    fn day(d: u32) -> NaiveDate {
+        NaiveDate::from_ymd_opt(2026, 3, d).unwrap()
+    }
+
+    fn status(chain: bool, states: &[PartitionState]) -> TableStatus {
+        TableStatus {
+            table: "t".into(),
+            version: 9,
+            depends_on_previous: chain,
+            dates: states
+                .iter()
+                .enumerate()
+                .map(|(i, s)| DateStatus {
+                    date: day(i as u32 + 1),
+                    state: *s,
+                    reasons: vec![],
+                    version: None,
+                    problems: vec![],
+                    runs: vec![],
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_chain_stops_at_a_running_date_because_the_next_must_wait_for_it() {
+        use PartitionState::*;
+        let s = status(true, &[Stale, Running, Missing, Complete]);
+        let p = plan(&s, Selection::Needed);
+        assert_eq!(p.dates(), [day(1)], "{p:?}");
+        assert_eq!(p.blocked_by, Some(day(2)));
+        // Running first: nothing after it can start.
+        let p = plan(&status(true, &[Running, Missing]), Selection::Needed);
+        assert!(p.steps.is_empty() && p.blocked_by == Some(day(1)), "{p:?}");
+        // Independent dates go around a running one.
+        let p = plan(
+            &status(false, &[Stale, Running, Missing]),
+            Selection::Needed,
+        );
+        assert_eq!(p.dates(), [day(1), day(3)]);
+        assert_eq!(p.blocked_by, None);
     }
 }

@@ -1,6 +1,6 @@
 //! Partition states and their reasons.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{Days, NaiveDate};
 use serde::Serialize;
@@ -73,12 +73,17 @@ pub enum StaleReason {
         written: Option<String>,
         current: String,
     },
-    /// An input partition it read was replaced after the run read it.
+    /// An input partition the run read was replaced, or one it asked for
+    /// (its filters allowed the date) appeared or disappeared, after the
+    /// run read the input at `read_version`.
     Input {
         table: String,
         date: NaiveDate,
         read_version: u64,
+        /// The version that made the change (for a date that disappeared:
+        /// the input's version when the change was seen).
         replaced_at: u64,
+        change: InputChange,
     },
     /// A dimension it read changed for its date (as-of) or at all (current).
     Dimension {
@@ -116,9 +121,10 @@ impl std::fmt::Display for StaleReason {
                 date,
                 read_version,
                 replaced_at,
+                change,
             } => write!(
                 f,
-                "input: {table} {date} was replaced at version {replaced_at} after the run read version {read_version}"
+                "input: {table} {date} {change} at version {replaced_at} after the run read version {read_version}"
             ),
             StaleReason::Dimension {
                 table,
@@ -150,6 +156,28 @@ impl std::fmt::Display for StaleReason {
                 previous_state.map_or("not complete".to_string(), |s| s.to_string())
             ),
         }
+    }
+}
+
+/// How an input date changed after a run read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputChange {
+    /// The run read the date; it has been replaced since.
+    Replaced,
+    /// The run asked for the date and did not find it; it has landed since.
+    Appeared,
+    /// The run read the date; it is gone since.
+    Disappeared,
+}
+
+impl std::fmt::Display for InputChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            InputChange::Replaced => "was replaced",
+            InputChange::Appeared => "landed",
+            InputChange::Disappeared => "disappeared",
+        })
     }
 }
 
@@ -369,6 +397,8 @@ struct Inputs<'a> {
     snapshots: HashMap<String, Option<Snapshot>>,
     /// Per dimension: its data-changing commits (version, affected range).
     changes: HashMap<String, Vec<(u64, Option<DateRange>)>>,
+    /// Per partitioned input: every partition's version now.
+    versions: HashMap<String, BTreeMap<NaiveDate, u64>>,
 }
 
 impl<'a> Inputs<'a> {
@@ -377,6 +407,7 @@ impl<'a> Inputs<'a> {
             warehouse,
             snapshots: HashMap::new(),
             changes: HashMap::new(),
+            versions: HashMap::new(),
         }
     }
 
@@ -424,26 +455,66 @@ impl<'a> Inputs<'a> {
         Ok(snap)
     }
 
+    /// The versions of every partition of `table` now (cached).
+    async fn partition_versions(&mut self, table: &str) -> Result<&BTreeMap<NaiveDate, u64>> {
+        if !self.versions.contains_key(table) {
+            let versions = match self.snapshot(table).await? {
+                Some(snap) => snap
+                    .partitions()
+                    .await?
+                    .into_iter()
+                    .map(|p| (p.date, p.version))
+                    .collect(),
+                None => BTreeMap::new(),
+            };
+            self.versions.insert(table.to_string(), versions);
+        }
+        Ok(&self.versions[table])
+    }
+
+    /// A date read is stale when replaced or gone; a date asked for and
+    /// not found, when it has landed since.
     async fn input_reasons(&mut self, input: &InputRead) -> Result<Vec<StaleReason>> {
         let Some(snap) = self.snapshot(&input.table).await? else {
             return Ok(vec![]);
         };
+        let now_version = snap.version();
+        let versions = self.partition_versions(&input.table).await?;
+        let read: BTreeSet<NaiveDate> = input.dates.iter().flatten().copied().collect();
+        let reason = |date: NaiveDate, replaced_at: u64, change: InputChange| StaleReason::Input {
+            table: input.table.clone(),
+            date,
+            read_version: input.version,
+            replaced_at,
+            change,
+        };
         let mut reasons = Vec::new();
-        for date in input.dates.iter().flatten() {
-            if let Some(now) = snap.partition(*date).await? {
-                if now.version > input.version {
-                    reasons.push(StaleReason::Input {
-                        table: input.table.clone(),
-                        date: *date,
-                        read_version: input.version,
-                        replaced_at: now.version,
-                    });
+        for date in &read {
+            match versions.get(date) {
+                Some(v) if *v > input.version => {
+                    reasons.push(reason(*date, *v, InputChange::Replaced))
                 }
+                Some(_) => {}
+                None => reasons.push(reason(*date, now_version, InputChange::Disappeared)),
             }
         }
+        for (date, v) in versions {
+            if *v > input.version
+                && !read.contains(date)
+                && input.asked.iter().any(|span| span.contains(*date))
+            {
+                reasons.push(reason(*date, *v, InputChange::Appeared));
+            }
+        }
+        reasons.sort_by_key(|r| match r {
+            StaleReason::Input { date, .. } => *date,
+            _ => NaiveDate::MIN,
+        });
         Ok(reasons)
     }
 
+    /// A dimension read is stale when a later commit changed its rows at a
+    /// date the run resolved them at (or at all, for undated reads).
     async fn dimension_reason(
         &mut self,
         input: &InputRead,
@@ -458,14 +529,19 @@ impl<'a> Inputs<'a> {
             };
             self.changes.insert(input.table.clone(), changes);
         }
+        // Runs recorded before the read date was kept read at their
+        // logical date (as-of) or today's rows (current).
+        let legacy = input.as_of.is_empty() && !input.undated;
+        let undated = input.undated || (legacy && mode == DimensionMode::Current);
+        let dated: &[NaiveDate] = if legacy {
+            std::slice::from_ref(&date)
+        } else {
+            &input.as_of
+        };
         let changes = &self.changes[&input.table];
         let hit = changes.iter().find(|(v, affected)| {
             *v > input.version
-                && match (mode, affected) {
-                    (_, None) => false,
-                    (DimensionMode::AsOf, Some(range)) => range.contains(date),
-                    (DimensionMode::Current, Some(_)) => true,
-                }
+                && affected.is_some_and(|range| undated || dated.iter().any(|d| range.contains(*d)))
         });
         Ok(hit.map(|(v, affected)| StaleReason::Dimension {
             table: input.table.clone(),

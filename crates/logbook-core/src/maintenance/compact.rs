@@ -305,6 +305,7 @@ async fn rewrite(snap: &Snapshot, plan: &PartitionPlan, target: usize) -> Result
         rewrite_of: Some(plan.files.iter().map(|f| f.path.clone()).collect()),
         // Unused for rewrites: the partition keeps its entry.
         schema_version: 0,
+        expected: None,
     })
 }
 
