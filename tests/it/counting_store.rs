@@ -99,7 +99,11 @@ impl ObjectStore for CountingStore {
         if !options.head {
             self.reads.lock().unwrap().push(location.to_string());
         }
-        self.inner.get_opts(location, options).await
+        let mut result = self.inner.get_opts(location, options).await?;
+        if let Some(ms) = self.written_ms.lock().unwrap().get(location.as_ref()) {
+            result.meta.last_modified = chrono::DateTime::from_timestamp_millis(*ms).unwrap();
+        }
+        Ok(result)
     }
 
     fn delete_stream(

@@ -158,6 +158,20 @@ async fn history(w: &World, table: &str) -> Vec<LogEntry> {
 }
 
 async fn assert_clean(w: &World, what: &str) {
+    // Every file a stage still records exists (vacuum must keep them).
+    let t = w.wh.table("t").await.unwrap();
+    if let Ok(stage) = t.existing_stage("s").await {
+        let files = data_files(&t).await;
+        for p in stage.partitions().await.unwrap() {
+            for f in p.files {
+                assert!(
+                    files.contains(&f.path),
+                    "{what}: staged file {} is gone",
+                    f.path
+                );
+            }
+        }
+    }
     for name in ["t", "dim"] {
         let t: Table =
             w.wh.table(name)
@@ -174,6 +188,17 @@ async fn assert_clean(w: &World, what: &str) {
     }
 }
 
+/// The faults injected at step `k`: before it, after it, and a create that
+/// landed but answers `AlreadyExists` (a store's retry seeing its own first
+/// try) followed by a failed read of the winner.
+fn scenarios(k: usize) -> [Vec<(usize, Fault)>; 3] {
+    [
+        vec![(k, Fault::Before)],
+        vec![(k, Fault::After)],
+        vec![(k, Fault::Exists), (k + 1, Fault::Before)],
+    ]
+}
+
 /// Run `op` once cleanly to learn its cost and result, then fault every step.
 async fn crash_at_every_step(op: Op) -> usize {
     let clean = world().await;
@@ -185,11 +210,11 @@ async fn crash_at_every_step(op: Op) -> usize {
     assert!(k_max > 0);
     let mut injected = 0;
     for k in 1..=k_max {
-        for fault in [Fault::Before, Fault::After] {
-            let what = format!("{op:?}, {fault:?} op {k} of {k_max}");
+        for faults in scenarios(k) {
+            let what = format!("{op:?}, {faults:?} of {k_max} operations");
             let w = world().await;
             let earlier = (history(&w, "t").await, history(&w, "dim").await);
-            w.faults.arm(k, fault);
+            w.faults.arm_all(&faults);
             let _ = run(&w, op).await;
             injected += usize::from(w.faults.disarm());
 
@@ -270,4 +295,102 @@ async fn an_expiry_survives_a_fault_at_every_step() {
 #[tokio::test]
 async fn a_vacuum_survives_a_fault_at_every_step() {
     crash_at_every_step(Op::Vacuum).await;
+}
+
+/// After a publish faulted at any step, dropping the stage or staging more
+/// into it never deletes a file the table references, and a leftover record
+/// never sends old files in again.
+#[tokio::test]
+async fn a_stage_left_by_a_faulted_publish_never_deletes_live_files() {
+    let clean = world().await;
+    clean.faults.disarm();
+    run(&clean, Op::Publish).await.unwrap();
+    let k_max = clean.faults.ops();
+    let published = state(&clean).await;
+    for k in 1..=k_max {
+        for faults in scenarios(k) {
+            let what = format!("publish, {faults:?} of {k_max}, then drop");
+            let w = world().await;
+            let before = state(&w).await;
+            w.faults.arm_all(&faults);
+            let _ = run(&w, Op::Publish).await;
+            w.faults.disarm();
+            let after_publish = state(&w).await;
+            let t = w.wh.table("t").await.unwrap();
+            if let Ok(stage) = t.existing_stage("s").await {
+                stage.drop_stage().await.unwrap();
+            }
+            assert_clean(&w, &what).await;
+            assert_eq!(state(&w).await, after_publish, "{what}");
+            assert!(
+                after_publish == before || after_publish == published,
+                "{what}"
+            );
+
+            let what = format!("publish, {faults:?} of {k_max}, then stage d1 again");
+            let w = world().await;
+            w.faults.arm_all(&faults);
+            let _ = run(&w, Op::Publish).await;
+            w.faults.disarm();
+            let t = w.wh.table("t").await.unwrap();
+            let snap = t.latest().await.unwrap();
+            let d2_landed = rows(&snap, d(2))
+                .await
+                .iter()
+                .all(|(_, n)| n.starts_with("staged"));
+            let d2_version = snap.partition(d(2)).await.unwrap().unwrap().version;
+            let stage = t.stage("s").await.unwrap();
+            let mut again = stage
+                .replace_partition(d(1), RunInfo::new("again-1"))
+                .await
+                .unwrap();
+            again.write(&batch(d(1), 0..4, "again")).await.unwrap();
+            again.commit().await.unwrap();
+            stage
+                .publish(false)
+                .await
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_clean(&w, &what).await;
+            let snap = t.latest().await.unwrap();
+            let d1: Vec<String> = rows(&snap, d(1))
+                .await
+                .into_iter()
+                .map(|(_, n)| n)
+                .collect();
+            assert!(
+                d1.iter().all(|n| n.starts_with("again")) && d1.len() == 4,
+                "{what}: {d1:?}"
+            );
+            let d2 = snap.partition(d(2)).await.unwrap().unwrap();
+            if d2_landed {
+                assert_eq!(d2.version, d2_version, "{what}: d2 was committed again");
+            }
+            assert!(
+                rows(&snap, d(2))
+                    .await
+                    .iter()
+                    .all(|(_, n)| n.starts_with("staged")),
+                "{what}: d2 holds the staged rows either way"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_storage_error_while_reading_or_writing_parquet_is_transient() {
+    let w = world().await;
+    let t = w.wh.table("t").await.unwrap();
+    let snap = t.latest().await.unwrap();
+    snap.partition(d(1)).await.unwrap();
+    w.faults.arm(1, Fault::Before);
+    let err = snap.read_partition(d(1)).await.unwrap_err();
+    assert!(w.faults.disarm());
+    assert_eq!(err.kind(), logbook::ErrorKind::Transient, "{err}");
+
+    let mut writer = t.replace_partition(d(4), RunInfo::new("w4")).await.unwrap();
+    writer.write(&batch(d(4), 0..3, "x")).await.unwrap();
+    w.faults.arm(1, Fault::Before);
+    let err = writer.commit().await.unwrap_err();
+    assert!(w.faults.disarm());
+    assert_eq!(err.kind(), logbook::ErrorKind::Transient, "{err}");
 }

@@ -22,12 +22,18 @@ pub enum Fault {
     Before,
     /// The operation takes effect, then the caller sees an error.
     After,
+    /// A create (put-if-absent) takes effect, then the caller sees
+    /// `AlreadyExists`, as when a store retried a create whose first try
+    /// landed. Other operations: as `After`.
+    Exists,
 }
 
-#[derive(Debug, Default)]
+type Hook = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+#[derive(Default)]
 struct State {
     ops: usize,
-    armed: Option<(usize, Fault)>,
+    armed: Vec<(usize, Fault)>,
     fired: bool,
     /// Random delay of up to this many microseconds per operation.
     max_delay_us: u64,
@@ -37,6 +43,8 @@ struct State {
     /// Operations under way, and the most at once since the last reset.
     in_flight: usize,
     max_in_flight: usize,
+    /// Run once before the next create of a log entry.
+    before_log_create: Option<Hook>,
 }
 
 #[derive(Debug, Clone)]
@@ -68,18 +76,29 @@ impl FaultStore {
 
     /// Count from zero, and make operation `k` (1-based) fail as `fault`.
     pub fn arm(&self, k: usize, fault: Fault) {
+        self.arm_all(&[(k, fault)]);
+    }
+
+    /// Count from zero, and make each operation `k` fail as its fault.
+    pub fn arm_all(&self, faults: &[(usize, Fault)]) {
         let mut s = self.state.lock().unwrap();
         s.ops = 0;
-        s.armed = Some((k, fault));
+        s.armed = faults.to_vec();
         s.fired = false;
     }
 
-    /// Stop injecting; count from zero. Returns whether the fault fired.
+    /// Stop injecting; count from zero. Returns whether a fault fired.
     pub fn disarm(&self) -> bool {
         let mut s = self.state.lock().unwrap();
         s.ops = 0;
-        s.armed = None;
+        s.armed.clear();
         std::mem::take(&mut s.fired)
+    }
+
+    /// Run `hook` (once) just before the next log entry is created: another
+    /// writer taking that version first.
+    pub fn before_next_log_create(&self, hook: Hook) {
+        self.state.lock().unwrap().before_log_create = Some(hook);
     }
 
     /// Delay every operation by a random time of up to `max`.
@@ -99,13 +118,9 @@ impl FaultStore {
     fn tick(&self) -> (Option<Fault>, Duration) {
         let mut s = self.state.lock().unwrap();
         s.ops += 1;
-        let fault = match s.armed {
-            Some((k, f)) if k == s.ops => {
-                s.fired = true;
-                Some(f)
-            }
-            _ => None,
-        };
+        let ops = s.ops;
+        let fault = s.armed.iter().find(|(k, _)| *k == ops).map(|(_, f)| *f);
+        s.fired |= fault.is_some();
         let delay = if s.max_delay_us > 0 {
             s.rng ^= s.rng << 13;
             s.rng ^= s.rng >> 7;
@@ -122,6 +137,19 @@ impl FaultStore {
         F: std::future::Future<Output = Result<T>>,
     {
         let (fault, delay) = self.tick();
+        self.apply(fault, delay, op, injected).await
+    }
+
+    async fn apply<T, F>(
+        &self,
+        fault: Option<Fault>,
+        delay: Duration,
+        op: F,
+        error: impl FnOnce() -> object_store::Error,
+    ) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
         {
             let mut s = self.state.lock().unwrap();
             s.in_flight += 1;
@@ -131,10 +159,10 @@ impl FaultStore {
             tokio::time::sleep(delay).await;
         }
         let out = match fault {
-            Some(Fault::Before) => Err(injected()),
-            Some(Fault::After) => {
+            Some(Fault::Before) => Err(error()),
+            Some(Fault::After | Fault::Exists) => {
                 let _ = op.await;
-                Err(injected())
+                Err(error())
             }
             None => op.await,
         };
@@ -147,6 +175,15 @@ fn injected() -> object_store::Error {
     object_store::Error::Generic {
         store: "fault",
         source: "injected fault".into(),
+    }
+}
+
+impl fmt::Debug for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("State")
+            .field("ops", &self.ops)
+            .field("armed", &self.armed)
+            .finish_non_exhaustive()
     }
 }
 
@@ -167,7 +204,24 @@ impl ObjectStore for FaultStore {
         if self.state.lock().unwrap().ignore_put_if_absent {
             opts.mode = object_store::PutMode::Overwrite;
         }
-        self.run(self.inner.put_opts(location, payload, opts)).await
+        let create = matches!(opts.mode, object_store::PutMode::Create);
+        if create && location.as_ref().contains("_logbook/log/") {
+            let hook = self.state.lock().unwrap().before_log_create.take();
+            if let Some(hook) = hook {
+                hook.await;
+            }
+        }
+        let (fault, delay) = self.tick();
+        let path = location.to_string();
+        let error = move || match fault {
+            Some(Fault::Exists) if create => object_store::Error::AlreadyExists {
+                path,
+                source: "injected: a retried create found its own first try".into(),
+            },
+            _ => injected(),
+        };
+        let op = self.inner.put_opts(location, payload, opts);
+        self.apply(fault, delay, op, error).await
     }
 
     async fn put_multipart_opts(
@@ -191,7 +245,7 @@ impl ObjectStore for FaultStore {
         match fault {
             None => self.inner.delete_stream(locations),
             Some(Fault::Before) => locations.map(|_| Err(injected())).boxed(),
-            Some(Fault::After) => self
+            Some(Fault::After | Fault::Exists) => self
                 .inner
                 .delete_stream(locations)
                 .map(|_| Err(injected()))

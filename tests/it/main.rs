@@ -21,4 +21,5 @@ mod schema_evolution;
 mod stage;
 mod staleness;
 mod time_travel;
+mod vacuum_guard;
 mod validation;

@@ -15,7 +15,7 @@ use crate::common::*;
 use crate::counting_store::CountingStore;
 
 /// A warehouse whose clock and file ages move together.
-fn aged_warehouse() -> (Warehouse, Arc<ManualClock>) {
+pub(crate) fn aged_warehouse() -> (Warehouse, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(SystemClock.now_millis()));
     let store = CountingStore::new(Arc::new(InMemory::new())).with_clock(clock.clone());
     let loc = StorageLocation::from_store(Arc::new(store), "wh", "memory://wh");
@@ -24,11 +24,11 @@ fn aged_warehouse() -> (Warehouse, Arc<ManualClock>) {
 }
 
 /// The same warehouse, writing files of at most 2 rows.
-fn tiny_files(wh: &Warehouse) -> Warehouse {
+pub(crate) fn tiny_files(wh: &Warehouse) -> Warehouse {
     wh.with_options(wh.options().clone().with_max_rows_per_file(2))
 }
 
-async fn small_files_table(wh: &Warehouse, dates: &[NaiveDate]) -> Table {
+pub(crate) async fn small_files_table(wh: &Warehouse, dates: &[NaiveDate]) -> Table {
     let tiny = tiny_files(wh)
         .create_table("t", TableSchema::parse_spec("t", SPEC, "date").unwrap())
         .await

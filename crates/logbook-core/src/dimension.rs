@@ -8,6 +8,7 @@ use futures::TryStreamExt;
 use crate::commit::{commit, DimensionChange, PendingCommit};
 use crate::error::{Error, Result};
 use crate::format::{layout, DateRange, RunInfo};
+use crate::intent::Lease;
 use crate::names::validate_run_id;
 use crate::scd2::Scd2State;
 use crate::schema::{VALID_FROM, VALID_TO};
@@ -100,6 +101,20 @@ impl Table {
         run: RunInfo,
     ) -> Result<DimensionCommit> {
         validate_run_id(&run.run_id)?;
+        // Vacuum keeps the directories this change stages into while it runs.
+        let lease = Lease::start(self.inner.clone(), effective, &run.run_id).await;
+        let outcome = self.apply_leased(effective, change, run, &lease).await;
+        lease.end().await;
+        outcome
+    }
+
+    async fn apply_leased(
+        &self,
+        effective: NaiveDate,
+        change: Change<'_>,
+        run: RunInfo,
+        lease: &Lease,
+    ) -> Result<DimensionCommit> {
         let inner = &self.inner;
         let mut attempts = 0;
         loop {
@@ -154,10 +169,12 @@ impl Table {
             state.check_invariants()?;
 
             let dir = layout::dimension_dir(inner.options.ids.next_id());
+            lease.hold(&dir).await;
             let mut staged = StagedFiles::new(inner.clone(), dir, schema.arrow_schema());
             let mut rows = 0u64;
             for batch in state.to_batches(BATCH_ROWS)? {
                 rows += batch.num_rows() as u64;
+                lease.beat_if_due().await;
                 if let Err(e) = staged.write(&batch).await {
                     staged.abort().await;
                     return Err(e);

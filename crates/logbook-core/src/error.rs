@@ -112,6 +112,14 @@ pub enum Error {
     #[error("table {table}: {what} was interrupted (the runtime is shutting down); nothing was committed")]
     Interrupted { table: String, what: String },
 
+    #[error("table {table}: partition {date}: the write stalled for {stalled_min} min and vacuum deleted its staged file {path} meanwhile; nothing was committed; run it again")]
+    StagedFileLost {
+        table: String,
+        date: NaiveDate,
+        path: String,
+        stalled_min: i64,
+    },
+
     #[error("table {table} not found at {location}")]
     TableNotFound { table: String, location: String },
 
@@ -198,7 +206,9 @@ impl Error {
             PartitionConflict { .. } | DimensionConflict { .. } | StageConflict { .. } => {
                 ErrorKind::Conflict
             }
-            CommitContention { .. } | Interrupted { .. } => ErrorKind::Transient,
+            CommitContention { .. } | Interrupted { .. } | StagedFileLost { .. } => {
+                ErrorKind::Transient
+            }
             TableNotFound { .. }
             | VersionNotFound { .. }
             | NoVersionAtTime { .. }
@@ -223,10 +233,20 @@ impl Error {
         }
     }
 
+    /// A Parquet error at `path`; a storage error that the Parquet reader or
+    /// writer wrapped is unwrapped, so it classifies as a storage error
+    /// (transient, not "fix your input").
     pub(crate) fn parquet(
         path: impl std::fmt::Display,
         source: parquet::errors::ParquetError,
     ) -> Self {
+        let source = match source {
+            parquet::errors::ParquetError::External(e) => match storage_error(e) {
+                Ok(storage) => return Error::storage(path, storage),
+                Err(e) => parquet::errors::ParquetError::External(e),
+            },
+            source => source,
+        };
         Error::Parquet {
             path: path.to_string(),
             source,
@@ -239,6 +259,28 @@ impl Error {
             source,
         }
     }
+}
+
+type BoxedError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The object store error inside `e`, boxed directly (our reader) or in an
+/// `io::Error` (parquet's async writer over object_store's `BufWriter`).
+fn storage_error(e: BoxedError) -> std::result::Result<object_store::Error, BoxedError> {
+    let e = match e.downcast::<object_store::Error>() {
+        Ok(storage) => return Ok(*storage),
+        Err(e) => e,
+    };
+    let io = e.downcast::<std::io::Error>()?;
+    if !io
+        .get_ref()
+        .is_some_and(|inner| inner.is::<object_store::Error>())
+    {
+        return Err(io);
+    }
+    let inner = io.into_inner().expect("checked above");
+    Ok(*inner
+        .downcast::<object_store::Error>()
+        .expect("checked above"))
 }
 
 /// Result alias for logbook-core.

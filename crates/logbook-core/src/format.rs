@@ -426,9 +426,12 @@ pub mod layout {
 
     pub const RUNNING_DIR: &str = "_logbook/running";
 
-    /// The intent marker of a run writing `date`.
-    pub fn running_marker(date: chrono::NaiveDate, run_id: &str) -> String {
-        format!("{RUNNING_DIR}/{date}/{run_id}.json")
+    /// Rewritten by vacuum to learn the store's clock.
+    pub const STORE_CLOCK: &str = "_logbook/clock";
+
+    /// The intent marker of one writer of `date` (`leaf`: its staging id).
+    pub fn running_marker(date: chrono::NaiveDate, run_id: &str, leaf: &str) -> String {
+        format!("{RUNNING_DIR}/{date}/{run_id}/{leaf}.json")
     }
 
     pub const STAGES_DIR: &str = "_logbook/stages";

@@ -1,12 +1,21 @@
 //! Intent markers: a writer says "I am writing this date" while it works.
 //!
-//! A marker is a small JSON object at `_logbook/running/<date>/<run-id>.json`
-//! holding the run id, when the run started and its latest heartbeat. It is
-//! written when a partition write starts, refreshed while rows arrive, and
-//! deleted when the write commits or aborts. A writer that dies leaves its
-//! marker behind; once the heartbeat is older than the table's running
-//! timeout, status shows the run as abandoned instead of running. Markers are
-//! advisory: correctness never depends on them (the commit protocol does).
+//! A marker is a small JSON object under `_logbook/running/<date>/` holding
+//! the run id, when the run started, its latest heartbeat and the staging
+//! directories it fills. A partition write creates one when it starts
+//! (named by run id and staging directory, so two writers with the same run
+//! id never share a marker), refreshes it while rows arrive, and deletes it
+//! when it commits or aborts; a rewrite (compaction, a dimension change)
+//! holds one too, listing every directory it stages into, so vacuum keeps
+//! them. A writer that dies leaves its marker behind; once the heartbeat is
+//! older than the table's running timeout, status shows the run as
+//! abandoned instead of running, and once the marker object is older than
+//! vacuum's retention (by the store's clock), vacuum stops protecting its
+//! directories. Markers are advisory for correctness of commits (the
+//! commit protocol decides), and a writer that stalled longer than the
+//! shortest retention checks its staged files before committing.
+
+use std::sync::Arc;
 
 use chrono::NaiveDate;
 use futures::TryStreamExt;
@@ -27,6 +36,13 @@ pub struct RunMarker {
     /// The staging directory the write fills (vacuum keeps it while live).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<String>,
+    /// More staging directories (a rewrite fills one per run of files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dirs: Vec<String>,
+    /// A rewrite (compaction, dimension change) rather than a run of
+    /// `date`: its rows are not new, so status does not show it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rewrite: bool,
 }
 
 impl RunMarker {
@@ -34,28 +50,106 @@ impl RunMarker {
     pub fn abandoned(&self, now_ms: i64, timeout_ms: i64) -> bool {
         now_ms - self.heartbeat_ms > timeout_ms
     }
+
+    /// Where this marker lives: one object per writer, even when two writers
+    /// share a run id.
+    pub(crate) fn path(&self) -> String {
+        let leaf = self
+            .dir
+            .as_deref()
+            .and_then(|d| d.rsplit('/').next())
+            .unwrap_or("rewrite");
+        layout::running_marker(self.date, &self.run_id, leaf)
+    }
+
+    /// Every staging directory the marker protects.
+    pub(crate) fn staging_dirs(&self) -> impl Iterator<Item = &str> {
+        self.dir.iter().chain(&self.dirs).map(String::as_str)
+    }
+}
+
+/// A marker found by [`list`], with where it is and when the store last
+/// wrote it (its latest heartbeat, by the store's clock).
+#[derive(Debug, Clone)]
+pub(crate) struct ListedMarker {
+    pub path: String,
+    pub modified_ms: i64,
+    pub marker: RunMarker,
 }
 
 /// Write (or refresh) the marker; failures only warn: markers are advisory.
 pub(crate) async fn beat(table: &TableInner, marker: &RunMarker) {
-    let path = layout::running_marker(marker.date, &marker.run_id);
-    if let Err(e) = table.put_json(&path, marker).await {
+    if let Err(e) = table.put_json(&marker.path(), marker).await {
         tracing::warn!(table = %table.name, date = %marker.date, error = %e, "could not write the run's intent marker");
     }
 }
 
 /// Remove the marker of a finished write.
-pub(crate) async fn clear(table: &TableInner, date: NaiveDate, run_id: &str) {
-    let path = table.location.path(&layout::running_marker(date, run_id));
+pub(crate) async fn clear(table: &TableInner, marker: &RunMarker) {
+    let path = table.location.path(&marker.path());
     if let Err(e) = table.location.store().delete(&path).await {
         if !matches!(e, object_store::Error::NotFound { .. }) {
-            tracing::warn!(table = %table.name, %date, error = %e, "could not delete the run's intent marker");
+            tracing::warn!(table = %table.name, date = %marker.date, error = %e, "could not delete the run's intent marker");
         }
     }
 }
 
+/// The marker of a rewrite (compaction, dimension change): every staging
+/// directory it fills is added before the first file is written there, and
+/// the marker is refreshed while the rewrite runs and deleted at its end.
+/// Shared by the rewrite's concurrent tasks.
+pub(crate) struct Lease {
+    table: Arc<TableInner>,
+    marker: tokio::sync::Mutex<RunMarker>,
+}
+
+impl Lease {
+    /// Announce a rewrite labelled `date` and `run_id`.
+    pub(crate) async fn start(table: Arc<TableInner>, date: NaiveDate, run_id: &str) -> Arc<Self> {
+        let now = table.options.clock.now_millis();
+        let marker = RunMarker {
+            date,
+            run_id: run_id.to_string(),
+            started_ms: now,
+            heartbeat_ms: now,
+            dir: None,
+            dirs: vec![],
+            rewrite: true,
+        };
+        beat(&table, &marker).await;
+        Arc::new(Self {
+            table,
+            marker: tokio::sync::Mutex::new(marker),
+        })
+    }
+
+    /// Protect `dir` from now on (call before writing into it).
+    pub(crate) async fn hold(&self, dir: &str) {
+        let mut marker = self.marker.lock().await;
+        marker.dirs.push(dir.to_string());
+        marker.heartbeat_ms = self.table.options.clock.now_millis();
+        beat(&self.table, &marker).await;
+    }
+
+    /// Refresh the marker if its heartbeat is due.
+    pub(crate) async fn beat_if_due(&self) {
+        let now = self.table.options.clock.now_millis();
+        let mut marker = self.marker.lock().await;
+        if now - marker.heartbeat_ms >= self.table.options.heartbeat_interval_ms {
+            marker.heartbeat_ms = now;
+            beat(&self.table, &marker).await;
+        }
+    }
+
+    /// The rewrite is over (committed or abandoned).
+    pub(crate) async fn end(&self) {
+        let marker = self.marker.lock().await;
+        clear(&self.table, &marker).await;
+    }
+}
+
 /// Every marker of the table (one listing).
-pub(crate) async fn list(table: &TableInner) -> Result<Vec<RunMarker>> {
+pub(crate) async fn list(table: &TableInner) -> Result<Vec<ListedMarker>> {
     let store: &std::sync::Arc<dyn ObjectStore> = table.location.store();
     let prefix = table.location.path(layout::RUNNING_DIR);
     let objects: Vec<_> = store
@@ -65,10 +159,14 @@ pub(crate) async fn list(table: &TableInner) -> Result<Vec<RunMarker>> {
         .map_err(|e| Error::storage(layout::RUNNING_DIR, e))?;
     let mut markers = Vec::new();
     for o in objects {
-        let rel = table.location.relative(&o.location);
+        let path = table.location.relative(&o.location);
         // None: deleted between the listing and the read (the run finished).
-        if let Some(m) = table.get_json_opt::<RunMarker>(&rel).await? {
-            markers.push(m);
+        if let Some(marker) = table.get_json_opt::<RunMarker>(&path).await? {
+            markers.push(ListedMarker {
+                path,
+                modified_ms: o.last_modified.timestamp_millis(),
+                marker,
+            });
         }
     }
     Ok(markers)

@@ -43,6 +43,11 @@ pub struct StageInfo {
     /// knows it is done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub published: Option<u64>,
+    /// Unique to this incarnation of the name: a date record left behind by
+    /// an earlier stage of the same name (a clean-up that did not finish)
+    /// carries another id and is ignored, never published again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<uuid::Uuid>,
 }
 
 /// One staged partition.
@@ -55,6 +60,9 @@ pub struct StagedPartition {
     /// The schema version the rows were written under.
     #[serde(default)]
     pub schema_version: u32,
+    /// The [`StageInfo::id`] of the stage it was recorded in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage_id: Option<uuid::Uuid>,
 }
 
 /// A named stage of a table.
@@ -91,6 +99,7 @@ impl Table {
             created_ms: inner.options.clock.now_millis(),
             base_version: self.latest_version().await?,
             published: None,
+            id: Some(inner.options.ids.next_id()),
         };
         let path = inner.location.path(&layout::stage_info(name));
         let opts = PutOptions::from(PutMode::Create);
@@ -100,10 +109,20 @@ impl Table {
             .put_opts(&path, inner.encode(&info)?.into(), opts)
             .await
         {
-            Ok(_) => info,
+            Ok(_) => {
+                // Date records already there are leftovers of an earlier
+                // stage of the name; they are ignored (see `StageInfo::id`)
+                // and removed here when possible.
+                let fresh = Stage {
+                    table: self.clone(),
+                    info: info.clone(),
+                };
+                fresh.forget_leftovers().await;
+                info
+            }
             Err(object_store::Error::AlreadyExists { .. }) => {
                 let existing: StageInfo = inner.get_json(&layout::stage_info(name)).await?;
-                if existing.published.is_some() {
+                if landed_publish(inner, &existing).await?.is_some() {
                     // The leftovers of a published stage: finish forgetting
                     // it and begin a new one under the same name.
                     let old = Stage {
@@ -178,11 +197,17 @@ impl Stage {
             .try_collect()
             .await
             .map_err(|e| Error::storage(&dir, e))?;
-        let mut staged: Vec<StagedPartition> = futures::stream::iter(paths)
-            .map(|p| async move { inner.get_json::<StagedPartition>(&p).await })
+        let staged: Vec<Option<StagedPartition>> = futures::stream::iter(paths)
+            .map(|p| async move { inner.get_json_opt::<StagedPartition>(&p).await })
             .buffered(16)
             .try_collect()
             .await?;
+        // Records of an earlier stage of the same name are leftovers.
+        let mut staged: Vec<StagedPartition> = staged
+            .into_iter()
+            .flatten()
+            .filter(|p| p.stage_id == self.info.id)
+            .collect();
         staged.sort_by_key(|p| p.date);
         Ok(staged)
     }
@@ -198,7 +223,11 @@ impl Stage {
             .inner
             .get_json_opt(&layout::stage_info(&self.info.name))
             .await?;
-        if let Some(version) = current.as_ref().and_then(|i| i.published) {
+        let info = current.as_ref().unwrap_or(&self.info);
+        // Published already (a crash or a failed write between the commit
+        // and forgetting the stage): forget it now, commit nothing, and
+        // never send its files in again.
+        if let Some(version) = landed_publish(&table.inner, info).await? {
             self.forget_all().await?;
             return Ok(CommitInfo {
                 version,
@@ -215,17 +244,6 @@ impl Stage {
             });
         }
         let latest = table.latest().await?;
-        // Published already (a crash between the commit and forgetting the
-        // stage): forget it now, commit nothing.
-        if let Some(version) = already_published(&latest, &staged).await? {
-            self.forget(staged.iter().map(|p| p.date)).await;
-            return Ok(CommitInfo {
-                version,
-                already_committed: true,
-                staged: None,
-                dropped: vec![],
-            });
-        }
         if !force {
             for p in &staged {
                 if let Some(now) = latest.partition(p.date).await? {
@@ -260,7 +278,7 @@ impl Stage {
                 expected: None,
             })
             .collect();
-        let run = RunInfo::new(format!("publish-{}", self.info.name));
+        let run = RunInfo::new(publish_run_id(&self.info.name));
         let pending = PendingCommit::partitions(Operation::PublishStage, base, run, changes);
         let info = commit(&table.inner, pending)
             .await
@@ -293,6 +311,30 @@ impl Stage {
         Ok(info)
     }
 
+    /// Delete date records of earlier stages of this name (best effort).
+    async fn forget_leftovers(&self) {
+        let inner = &self.table.inner;
+        let dir = layout::stage_dates(&self.info.name);
+        let store: &Arc<dyn ObjectStore> = inner.location.store();
+        let Ok(paths) = store
+            .list(Some(&inner.location.path(&dir)))
+            .map_ok(|o| inner.location.relative(&o.location))
+            .try_collect::<Vec<String>>()
+            .await
+        else {
+            return;
+        };
+        let mut leftovers = Vec::new();
+        for path in paths {
+            if let Ok(Some(p)) = inner.get_json_opt::<StagedPartition>(&path).await {
+                if p.stage_id != self.info.id {
+                    leftovers.push(path);
+                }
+            }
+        }
+        delete_files(inner, &leftovers).await;
+    }
+
     /// Forget every record of the stage, whatever dates it still lists.
     async fn forget_all(&self) -> Result<()> {
         let dates: Vec<NaiveDate> = self.partitions().await?.iter().map(|p| p.date).collect();
@@ -301,52 +343,100 @@ impl Stage {
     }
 
     /// Discard the stage: delete its staged files and its record.
+    ///
+    /// If the stage was in fact published (its clean-up did not finish), its
+    /// files are the table's now: only the record is forgotten, and the
+    /// files are left to vacuum, which keeps what retained versions need.
     pub async fn drop_stage(self) -> Result<usize> {
         let staged = self.partitions().await?;
-        let files: Vec<String> = staged
-            .iter()
-            .flat_map(|p| p.files.iter().map(|f| f.path.clone()))
-            .collect();
-        delete_files(&self.table.inner, &files).await;
+        if landed_publish(&self.table.inner, &self.info)
+            .await?
+            .is_none()
+        {
+            let files: Vec<String> = staged
+                .iter()
+                .flat_map(|p| p.files.iter().map(|f| f.path.clone()))
+                .collect();
+            delete_files(&self.table.inner, &files).await;
+        }
         self.forget(staged.iter().map(|p| p.date)).await;
         Ok(staged.len())
     }
 
-    /// Remove the stage's record (its files now belong to the table or are gone).
+    /// Remove the stage's record (its files now belong to the table or are
+    /// gone): the date records, then the stage's own record, which goes only
+    /// if every date record did, so a published stage is never forgotten
+    /// while records of it remain.
     async fn forget(&self, dates: impl Iterator<Item = NaiveDate>) {
         let name = &self.info.name;
-        let mut records: Vec<String> = dates.map(|d| layout::stage_date(name, d)).collect();
-        records.push(layout::stage_info(name));
-        delete_files(&self.table.inner, &records).await;
+        let records: Vec<String> = dates.map(|d| layout::stage_date(name, d)).collect();
+        if delete_files(&self.table.inner, &records).await {
+            delete_files(&self.table.inner, &[layout::stage_info(name)]).await;
+        }
     }
 }
 
-/// The version holding every staged date exactly as staged, if any.
-async fn already_published(
-    latest: &crate::Snapshot,
-    staged: &[StagedPartition],
-) -> Result<Option<u64>> {
-    let mut version = 0;
-    for p in staged {
-        match latest.partition(p.date).await? {
-            Some(now) if now.files == p.files => version = version.max(now.version),
-            _ => return Ok(None),
+/// The run id of a stage's publish commit.
+fn publish_run_id(stage: &str) -> String {
+    format!("publish-{stage}")
+}
+
+/// The version at which the stage's publish landed, if it did. The log
+/// entry is the record of the outcome, whatever became of the clean-up
+/// after it; `published` in the stage's record is only a shortcut. Reads
+/// the entries since the stage began (a stage lives for a backfill, so
+/// they are few).
+async fn landed_publish(table: &TableInner, info: &StageInfo) -> Result<Option<u64>> {
+    if let Some(version) = info.published {
+        return Ok(Some(version));
+    }
+    let head = table.log.latest_from(info.base_version).await?;
+    let run_id = publish_run_id(&info.name);
+    let mut entries = futures::stream::iter(info.base_version + 1..=head)
+        .map(|v| table.read_entry(v))
+        .buffered(16);
+    while let Some(entry) = entries.try_next().await? {
+        let ours = entry.operation == Operation::PublishStage
+            && entry.run.as_ref().is_some_and(|r| r.run_id == run_id);
+        if ours {
+            return Ok(Some(entry.version));
         }
     }
-    Ok(Some(version))
+    Ok(None)
 }
 
 /// Record a finished staged write of `date` in stage `name`, deleting the
-/// files of the version it replaces in the stage.
+/// files of the version it replaces in the stage. Refused if the stage was
+/// published meanwhile: its records are leftovers, and the replaced files
+/// may be the table's now.
 pub(crate) async fn record(
     table: &TableInner,
     name: &str,
     partition: &StagedPartition,
 ) -> Result<()> {
+    let info: Option<StageInfo> = table.get_json_opt(&layout::stage_info(name)).await?;
+    if let Some(info) = &info {
+        if let Some(version) = landed_publish(table, info).await? {
+            return Err(Error::InvalidInput {
+                table: table.name.clone(),
+                reason: format!(
+                    "stage {name:?} was published at version {version}; open the stage again (it starts anew) to stage partition {}",
+                    partition.date
+                ),
+            });
+        }
+    }
+    let partition = StagedPartition {
+        stage_id: info.as_ref().and_then(|i| i.id),
+        ..partition.clone()
+    };
     let path = layout::stage_date(name, partition.date);
     let previous: Option<StagedPartition> = table.get_json_opt(&path).await?;
-    table.put_json(&path, partition).await?;
-    if let Some(previous) = previous {
+    table.put_json(&path, &partition).await?;
+    // The replaced version's files go, unless it is a leftover of an
+    // earlier stage of the name (its files may be the table's now).
+    let same_stage = |p: &StagedPartition| info.as_ref().is_some_and(|i| p.stage_id == i.id);
+    if let Some(previous) = previous.filter(same_stage) {
         let old: Vec<String> = previous.files.iter().map(|f| f.path.clone()).collect();
         delete_files(table, &old).await;
     }

@@ -50,6 +50,11 @@ impl StagedFiles {
         self
     }
 
+    /// The files closed so far (each fully stored).
+    pub fn written(&self) -> &[DataFile] {
+        &self.files
+    }
+
     /// The staging directory, relative to the table root.
     pub fn dir(&self) -> &str {
         &self.dir
@@ -155,14 +160,19 @@ impl StagedFiles {
 
 /// Delete staged files that no commit references (best effort: vacuum
 /// removes whatever is left).
-pub(crate) async fn delete_files(table: &TableInner, files: &[String]) {
+///
+/// Returns whether every file is gone.
+pub(crate) async fn delete_files(table: &TableInner, files: &[String]) -> bool {
     let store: &Arc<dyn ObjectStore> = table.location.store();
+    let mut all = true;
     for f in files {
         let path = table.location.path(f);
         if let Err(e) = store.delete(&path).await {
             if !matches!(e, object_store::Error::NotFound { .. }) {
+                all = false;
                 tracing::warn!(table = %table.name, file = %f, error = %e, "could not delete staged file; vacuum will");
             }
         }
     }
+    all
 }

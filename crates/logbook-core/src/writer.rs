@@ -11,11 +11,13 @@ use crate::commit::{commit, CommitInfo, ExpectedPartition, PartitionChange, Pend
 use crate::error::{Error, Result};
 use crate::format::{layout, Operation, RunInfo};
 use crate::intent::{self, RunMarker};
+use crate::maintenance::vacuum::MIN_RETENTION_MS;
 use crate::snapshot::Snapshot;
 use crate::stage::StagedPartition;
 use crate::staging::{delete_files, StagedFiles};
 use crate::table::TableInner;
 use crate::validate::conform;
+use object_store::ObjectStoreExt;
 
 /// Streams the rows of one partition into staged files; nothing is visible
 /// until [`PartitionWriter::commit`].
@@ -74,6 +76,8 @@ impl PartitionWriter {
             started_ms: now,
             heartbeat_ms: now,
             dir: Some(staged.dir().to_string()),
+            dirs: vec![],
+            rewrite: false,
         };
         Ok(Self {
             table,
@@ -190,9 +194,16 @@ impl PartitionWriter {
     pub async fn commit(self) -> Result<CommitInfo> {
         if let Err(e) = self.ensure_usable() {
             self.staged.abort().await;
-            intent::clear(&self.table, self.date, &self.marker.run_id).await;
+            intent::clear(&self.table, &self.marker).await;
             return Err(e);
         }
+        let mut writer = self;
+        if let Err(e) = writer.check_not_vacuumed().await {
+            writer.staged.abort().await;
+            intent::clear(&writer.table, &writer.marker).await;
+            return Err(e);
+        }
+        let this = writer;
         let Self {
             table,
             base,
@@ -204,12 +215,11 @@ impl PartitionWriter {
             stage,
             expected,
             ..
-        } = self;
-        let run_id = marker.run_id;
+        } = this;
         let files = match staged.finish().await {
             Ok(files) => files,
             Err(e) => {
-                intent::clear(&table, date, &run_id).await;
+                intent::clear(&table, &marker).await;
                 return Err(e);
             }
         };
@@ -220,14 +230,14 @@ impl PartitionWriter {
                 files,
                 run,
                 schema_version: base.schema().version,
+                stage_id: None,
             };
             let recorded = crate::stage::record(&table, &name, &partition).await;
-            intent::clear(&table, date, &run_id).await;
-            if let Err(e) = recorded {
-                let paths: Vec<String> = partition.files.iter().map(|f| f.path.clone()).collect();
-                delete_files(&table, &paths).await;
-                return Err(e);
-            }
+            intent::clear(&table, &marker).await;
+            // A failed record may still have landed (the put's outcome is
+            // unknown), and then the stage references these files: they
+            // are left for vacuum, which keeps what a stage references.
+            recorded?;
             return Ok(CommitInfo {
                 version: base.version(),
                 already_committed: false,
@@ -251,7 +261,7 @@ impl PartitionWriter {
             }],
         );
         let outcome = commit(&table, pending).await;
-        intent::clear(&table, date, &run_id).await;
+        intent::clear(&table, &marker).await;
         match outcome {
             Ok(info) => {
                 if info.already_committed {
@@ -272,7 +282,40 @@ impl PartitionWriter {
     /// Give up: delete what this writer staged. Nothing was committed.
     pub async fn abort(self) -> Result<()> {
         self.staged.abort().await;
-        intent::clear(&self.table, self.date, &self.marker.run_id).await;
+        intent::clear(&self.table, &self.marker).await;
+        Ok(())
+    }
+
+    /// A writer whose heartbeat stopped for longer than the shortest vacuum
+    /// retention (say it waited on its source) may have had its staged files
+    /// deleted, since vacuum stops protecting a marker that old. Refresh the
+    /// marker first (protecting the files from any vacuum that reads it
+    /// from now on), then make sure every file written so far is still
+    /// there; if one is gone, committing would publish a partition with
+    /// missing files, so refuse and let the run be retried.
+    async fn check_not_vacuumed(&mut self) -> Result<()> {
+        let now = self.table.options.clock.now_millis();
+        let stalled_since = self.marker.heartbeat_ms;
+        if now - stalled_since < MIN_RETENTION_MS / 2 {
+            return Ok(());
+        }
+        self.marker.heartbeat_ms = now;
+        intent::beat(&self.table, &self.marker).await;
+        let store = self.table.location.store();
+        for file in self.staged.written().to_vec() {
+            match store.head(&self.table.location.path(&file.path)).await {
+                Ok(meta) if meta.size == file.size => {}
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {
+                    return Err(Error::StagedFileLost {
+                        table: self.table.name.clone(),
+                        date: self.date,
+                        path: file.path.clone(),
+                        stalled_min: (now - stalled_since) / 60_000,
+                    })
+                }
+                Err(e) => return Err(Error::storage(&file.path, e)),
+            }
+        }
         Ok(())
     }
 

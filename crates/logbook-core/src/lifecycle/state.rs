@@ -293,7 +293,12 @@ pub async fn status(
     let now = handle.inner.options.clock.now_millis();
     let timeout = handle.inner.options.running_timeout_ms;
     let mut runs: BTreeMap<NaiveDate, Vec<RunningWrite>> = BTreeMap::new();
-    for marker in intent::list(&handle.inner).await? {
+    for listed in intent::list(&handle.inner).await? {
+        let marker = listed.marker;
+        if marker.rewrite {
+            // Compaction or a dimension change: no date's rows are new.
+            continue;
+        }
         let abandoned = marker.abandoned(now, timeout);
         runs.entry(marker.date)
             .or_default()

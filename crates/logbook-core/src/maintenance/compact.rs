@@ -7,6 +7,8 @@
 //! dropped inside the commit (see `PartitionChange::rewrite_of`), so old rows
 //! never come back.
 
+use std::sync::Arc;
+
 use chrono::NaiveDate;
 use futures::{stream, StreamExt};
 use serde::Serialize;
@@ -14,6 +16,7 @@ use serde::Serialize;
 use crate::commit::{commit, PartitionChange, PendingCommit};
 use crate::error::{Error, Result};
 use crate::format::{layout, DataFile, Operation, PartitionEntry, RunInfo};
+use crate::intent::Lease;
 use crate::reader::ReadOptions;
 use crate::snapshot::Snapshot;
 use crate::staging::{delete_files, StagedFiles};
@@ -183,8 +186,26 @@ pub async fn compact(
     progress: &(dyn Fn(CompactProgress) + Send + Sync),
 ) -> Result<CompactReport> {
     let plan = plan_compaction(table, options).await?;
-    let snap = table.at_version(plan.version).await?;
+    let Some(first) = plan.partitions.first().map(|p| p.date) else {
+        return Ok(CompactReport::default());
+    };
     let run = RunInfo::new(format!("compact-{}", table.inner.options.ids.next_id()));
+    // Vacuum keeps the directories the rewrites stage into while they run.
+    let lease = Lease::start(table.inner.clone(), first, &run.run_id).await;
+    let outcome = compact_leased(table, options, &plan, run, &lease, progress).await;
+    lease.end().await;
+    outcome
+}
+
+async fn compact_leased(
+    table: &Table,
+    options: &CompactOptions,
+    plan: &CompactPlan,
+    run: RunInfo,
+    lease: &Arc<Lease>,
+    progress: &(dyn Fn(CompactProgress) + Send + Sync),
+) -> Result<CompactReport> {
+    let snap = table.at_version(plan.version).await?;
     let mut report = CompactReport::default();
     let mut state = CompactProgress {
         partitions_total: plan.partitions.len(),
@@ -197,8 +218,8 @@ pub async fn compact(
         let target = plan.target_file_size;
         let mut results = stream::iter(batch.iter().cloned())
             .map(|p| {
-                let snap = snap.clone();
-                tokio::spawn(async move { rewrite(&snap, &p, target).await })
+                let (snap, lease) = (snap.clone(), lease.clone());
+                tokio::spawn(async move { rewrite(&snap, &p, target, &lease).await })
             })
             .buffered(options.parallelism.max(1));
         let (mut changes, mut failed) = (Vec::new(), None);
@@ -265,7 +286,12 @@ pub async fn compact(
 }
 
 /// Rewrite the runs of one partition; the other files stay where they are.
-async fn rewrite(snap: &Snapshot, plan: &PartitionPlan, target: usize) -> Result<PartitionChange> {
+async fn rewrite(
+    snap: &Snapshot,
+    plan: &PartitionPlan,
+    target: usize,
+    lease: &Lease,
+) -> Result<PartitionChange> {
     let table = snap.table_inner();
     let column = snap.schema().partition_column().unwrap_or_default();
     let mut files = Vec::new();
@@ -273,11 +299,13 @@ async fn rewrite(snap: &Snapshot, plan: &PartitionPlan, target: usize) -> Result
     for &(a, b) in &plan.runs {
         files.extend_from_slice(&plan.files[next..a]);
         let dir = layout::staging_dir(column, plan.date, table.options.ids.next_id());
+        lease.hold(&dir).await;
         let mut staged =
             StagedFiles::new(table.clone(), dir, snap.arrow_schema()).with_target_file_size(target);
         let mut batches = snap.scan_files(plan.files[a..b].to_vec(), None, ReadOptions::default());
         let mut failed = None;
         while let Some(batch) = batches.next().await {
+            lease.beat_if_due().await;
             if let Err(e) = async { staged.write(&batch?).await }.await {
                 failed = Some(e);
                 break;

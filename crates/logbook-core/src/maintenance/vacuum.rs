@@ -1,27 +1,36 @@
 //! Vacuum: delete files no retained snapshot, live stage or live write
-//! references, once they are older than the retention.
+//! references, once they have been unreferenced for longer than the
+//! retention.
 //!
 //! What is kept, whatever its age: every data file and manifest of every
-//! retained version (from the oldest expiry keeps to the latest), every file
-//! of a live stage, and the staging directory of every write whose intent
-//! marker is not abandoned. What is deleted: anything else under `data/` and
-//! `_logbook/manifests/` last modified before `now - retention`, and
-//! abandoned intent markers as old. The retention is the guard for writes
-//! whose commit outcome is not known yet (an ambiguous put may still land):
-//! their files are young, so they are never deleted.
+//! version from the oldest of (the oldest expiry keeps, the version that was
+//! the latest when the retention began) to the latest, every file a stage's
+//! record names, and the staging directories of every write or rewrite
+//! whose intent marker was refreshed within the retention. What is deleted:
+//! anything else under `data/` and `_logbook/manifests/` last modified
+//! before `now - retention`, and markers as old.
+//!
+//! One clock: the store's. `now` is the modification time of an object
+//! vacuum writes; files, markers and log entries are judged by their own
+//! modification times. So a file superseded seconds ago (by a replace,
+//! a compaction or an expiry) stays for the retention whatever its age, and
+//! a write whose commit outcome is not known yet (an ambiguous put may
+//! still land) keeps its young files. Reading a stage's records or a marker
+//! strictly: any error stops the vacuum before it deletes anything.
 
 use std::collections::HashSet;
 
 use futures::{StreamExt, TryStreamExt};
-use object_store::{ObjectMeta, ObjectStore};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 use serde::Serialize;
 
 use crate::commit::{commit, PendingCommit};
 use crate::error::{Error, Result};
 use crate::format::{layout, Operation, RunInfo};
 use crate::intent;
+use crate::stage::{StageInfo, StagedPartition};
 use crate::staging::delete_files;
-use crate::table::Table;
+use crate::table::{Table, TableInner};
 
 /// Vacuum refuses a shorter retention unless forced (one hour).
 pub const MIN_RETENTION_MS: i64 = 60 * 60 * 1000;
@@ -82,30 +91,34 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         });
     }
     let inner = &table.inner;
-    let now = inner.options.clock.now_millis();
+    // One clock: the store's. Data files, manifests, markers and log entries
+    // all carry the store's modification times, so "now" is asked of the
+    // store too, never of this machine.
+    let now = store_now(inner).await?;
     let cutoff = now - options.retention_ms;
 
     // Live writes and stages first, then snapshots: a stage published or a
     // write committed in between is then found in the snapshots.
     let mut protected_dirs: Vec<String> = Vec::new();
     let mut stale_markers = Vec::new();
-    for marker in intent::list(inner).await? {
-        if marker.abandoned(now, inner.options.running_timeout_ms) && marker.heartbeat_ms < cutoff {
-            stale_markers.push(layout::running_marker(marker.date, &marker.run_id));
-        } else if let Some(dir) = marker.dir {
-            protected_dirs.push(format!("{dir}/"));
+    for listed in intent::list(inner).await? {
+        // A marker refreshed within the retention protects its directories.
+        if listed.modified_ms < cutoff {
+            stale_markers.push(listed.path);
+        } else {
+            protected_dirs.extend(listed.marker.staging_dirs().map(|d| format!("{d}/")));
         }
     }
-    let mut keep: HashSet<String> = HashSet::new();
-    for name in stage_names(table).await? {
-        if let Ok(stage) = table.existing_stage(&name).await {
-            for p in stage.partitions().await? {
-                keep.extend(p.files.into_iter().map(|f| f.path));
-            }
-        }
-    }
+    let mut keep: HashSet<String> = staged_files(table).await?;
     let latest = table.latest().await?;
-    let oldest = latest.root().retained_from;
+    // A file stays for the retention after the commit that stopped
+    // referencing it (a replace, a compaction, or an expiry that moved the
+    // oldest retained version past it): keep every version that was the
+    // latest at some moment since the cutoff, not only those expiry keeps.
+    let oldest = latest
+        .root()
+        .retained_from
+        .min(version_at(inner, latest.version(), cutoff).await?);
     // Month manifests are shared across versions: read each one once.
     let retained: Vec<crate::Snapshot> = futures::stream::iter(oldest..=latest.version())
         .map(|v| inner.snapshot(v))
@@ -165,6 +178,94 @@ async fn list(table: &Table, prefix: &str) -> Result<Vec<ObjectMeta>> {
         .try_collect()
         .await
         .map_err(|e| Error::storage(prefix, e))
+}
+
+/// The store's current time: the modification time of a small object
+/// written now.
+async fn store_now(inner: &TableInner) -> Result<i64> {
+    let path = inner.location.path(layout::STORE_CLOCK);
+    let store = inner.location.store();
+    store
+        .put(&path, PutPayload::from_static(b"{}"))
+        .await
+        .map_err(|e| Error::storage(layout::STORE_CLOCK, e))?;
+    let meta = store
+        .head(&path)
+        .await
+        .map_err(|e| Error::storage(layout::STORE_CLOCK, e))?;
+    Ok(meta.last_modified.timestamp_millis())
+}
+
+/// The version that was the latest at store time `at`: the last whose log
+/// entry was created at or before it (0 if none was). A binary search over
+/// the entries' modification times: O(log versions) `HEAD`s.
+async fn version_at(inner: &TableInner, latest: u64, at: i64) -> Result<u64> {
+    let created = |v: u64| async move {
+        let rel = layout::log_entry(v);
+        let meta = inner
+            .location
+            .store()
+            .head(&inner.location.path(&rel))
+            .await
+            .map_err(|e| Error::storage(&rel, e))?;
+        Ok::<_, Error>(meta.last_modified.timestamp_millis())
+    };
+    if created(latest).await? <= at {
+        return Ok(latest);
+    }
+    if created(0).await? > at {
+        return Ok(0);
+    }
+    // created(lo) <= at < created(hi)
+    let (mut lo, mut hi) = (0, latest);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if created(mid).await? <= at {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}
+
+/// Every file a stage references, from every staged date's record of the
+/// stage's current incarnation (records left by an earlier stage of the same
+/// name reference files that are either the table's, found in snapshots,
+/// or garbage). Read strictly: an error reading a record or a stage stops
+/// the vacuum, which must never go on without knowing what stages hold.
+async fn staged_files(table: &Table) -> Result<HashSet<String>> {
+    let inner = &table.inner;
+    let mut keep = HashSet::new();
+    for name in stage_names(table).await? {
+        let Some(info) = inner
+            .get_json_opt::<StageInfo>(&layout::stage_info(&name))
+            .await?
+        else {
+            continue;
+        };
+        let dir = layout::stage_dates(&name);
+        let records: Vec<String> = list(table, &dir)
+            .await?
+            .iter()
+            .map(|o| inner.location.relative(&o.location))
+            .collect();
+        let staged: Vec<Option<StagedPartition>> = futures::stream::iter(records)
+            .map(|rel| async move { inner.get_json_opt::<StagedPartition>(&rel).await })
+            .buffered(16)
+            .try_collect()
+            .await?;
+        // `None`: the record went between the listing and the read
+        // (published or dropped); published files are in the snapshots.
+        keep.extend(
+            staged
+                .into_iter()
+                .flatten()
+                .filter(|p| p.stage_id == info.id)
+                .flat_map(|p| p.files.into_iter().map(|f| f.path)),
+        );
+    }
+    Ok(keep)
 }
 
 /// Names of the table's stages.

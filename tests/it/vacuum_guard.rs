@@ -1,0 +1,208 @@
+//! What vacuum must never delete: the files of a rewrite in progress, of a
+//! writer that shares its run id with another, of a version superseded
+//! within the retention; and what a writer that stalled past the retention
+//! must do before committing.
+
+use std::sync::Arc;
+
+use chrono::NaiveDate;
+use logbook::lifecycle::{check, CheckDepth};
+use logbook::maintenance::{
+    compact, expire, vacuum, CompactOptions, CompactProgress, Keep, VacuumOptions, MIN_RETENTION_MS,
+};
+use logbook::{ErrorKind, RunInfo, Table};
+
+use crate::common::*;
+use crate::maintenance::{aged_warehouse, small_files_table, tiny_files};
+
+const HOUR: i64 = MIN_RETENTION_MS;
+
+/// The shortest retention vacuum allows without force.
+fn one_hour() -> VacuumOptions {
+    VacuumOptions {
+        retention_ms: HOUR,
+        ..Default::default()
+    }
+}
+
+async fn assert_whole(t: &Table, what: &str) {
+    let report = check(t, &t.latest().await.unwrap(), CheckDepth::Full)
+        .await
+        .unwrap();
+    assert!(report.problems.is_empty(), "{what}: {:?}", report.problems);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vacuum_during_a_compaction_keeps_the_files_it_is_writing() {
+    let (wh, clock) = aged_warehouse();
+    let (d1, d2) = (date("2026-03-01"), date("2026-03-02"));
+    let t = small_files_table(&wh, &[d1, d2]).await;
+    let (vacuumed, ticking) = (t.clone(), clock.clone());
+    // d1 is rewritten; two hours pass; d2 is rewritten (the compaction's
+    // marker is refreshed); then, before the commit, a vacuum runs with
+    // the shortest retention: d1's rewritten files are two hours old and
+    // referenced by nothing yet.
+    let progress = move |p: CompactProgress| {
+        if p.partitions_done == 1 {
+            ticking.advance(2 * HOUR);
+        }
+        if p.partitions_done == 2 {
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(async {
+                    vacuum(&vacuumed, one_hour()).await.unwrap();
+                })
+            });
+        }
+    };
+    let options = CompactOptions {
+        parallelism: 1,
+        ..Default::default()
+    };
+    let report = compact(&t, &options, &progress).await.unwrap();
+    assert_eq!(report.partitions_compacted, 2);
+    assert_whole(&t, "after the compaction").await;
+}
+
+#[tokio::test]
+async fn a_writer_stalled_past_the_retention_refuses_to_commit_vacuumed_files() {
+    let (wh, clock) = aged_warehouse();
+    let t = tiny_files(&wh)
+        .create_table(
+            "t",
+            logbook::TableSchema::parse_spec("t", SPEC, "date").unwrap(),
+        )
+        .await
+        .unwrap();
+    let d = date("2026-03-15");
+    let mut w = t.replace_partition(d, RunInfo::new("slow")).await.unwrap();
+    w.write(&batch(d, 0..6, "slow")).await.unwrap();
+    // The job waits two hours on its source; a vacuum sees a dead marker.
+    clock.advance(2 * HOUR);
+    let report = vacuum(&t, one_hour()).await.unwrap();
+    assert!(!report.deleted.is_empty(), "the stalled write's files went");
+    let err = w.commit().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
+    assert!(err.to_string().contains("run it again"), "{err}");
+    assert!(t
+        .latest()
+        .await
+        .unwrap()
+        .partition(d)
+        .await
+        .unwrap()
+        .is_none());
+    assert_whole(&t, "after the refused commit").await;
+}
+
+#[tokio::test]
+async fn two_writers_with_the_same_run_id_keep_their_own_files() {
+    let (wh, clock) = aged_warehouse();
+    let tiny = tiny_files(&wh);
+    let t = tiny
+        .create_table(
+            "t",
+            logbook::TableSchema::parse_spec("t", SPEC, "date").unwrap(),
+        )
+        .await
+        .unwrap();
+    let d = date("2026-03-15");
+    let mut w1 = t.replace_partition(d, RunInfo::new("same")).await.unwrap();
+    let mut w2 = t.replace_partition(d, RunInfo::new("same")).await.unwrap();
+    w1.write(&batch(d, 0..4, "one")).await.unwrap();
+    w2.write(&batch(d, 0..4, "two")).await.unwrap();
+    let w1_dir = w1.staging_dir().to_string();
+    clock.advance(2 * HOUR);
+    // Both are alive: each beats.
+    w1.write(&batch(d, 4..5, "one")).await.unwrap();
+    w2.write(&batch(d, 4..5, "two")).await.unwrap();
+    vacuum(&t, one_hour()).await.unwrap();
+    let files = data_files(&t).await;
+    assert!(
+        files.iter().filter(|f| f.starts_with(&w1_dir)).count() >= 2,
+        "the first writer's files were vacuumed: {files:?}"
+    );
+    w1.commit().await.unwrap();
+    assert_whole(&t, "after the first writer's commit").await;
+}
+
+#[tokio::test]
+async fn files_superseded_within_the_retention_stay_whatever_their_age() {
+    let (wh, clock) = aged_warehouse();
+    let d = date("2026-03-15");
+    let t = small_files_table(&wh, &[d]).await;
+    let v1: Vec<String> = latest_partition(&t, d)
+        .await
+        .files
+        .into_iter()
+        .map(|f| f.path)
+        .collect();
+    // The files are 8 days old when a replace supersedes them and expiry
+    // drops their version from time travel, seconds before a vacuum.
+    clock.advance(8 * 24 * HOUR);
+    replace(&t, d, 0..3, "new", "new").await;
+    expire(&t, Keep::Last(1)).await.unwrap();
+    vacuum(&t, VacuumOptions::default()).await.unwrap();
+    let files = data_files(&t).await;
+    assert!(
+        v1.iter().all(|f| files.contains(f)),
+        "superseded seconds ago, yet deleted"
+    );
+    // A retention later they go.
+    clock.advance(8 * 24 * HOUR);
+    vacuum(&t, VacuumOptions::default()).await.unwrap();
+    let files = data_files(&t).await;
+    assert!(v1.iter().all(|f| !files.contains(f)));
+    assert_whole(&t, "after both vacuums").await;
+}
+
+/// Every data file of `t` that no version references.
+async fn unreferenced(t: &Table, under: NaiveDate) -> Vec<String> {
+    let latest = t.latest_version().await.unwrap();
+    let mut referenced = std::collections::HashSet::new();
+    for v in 0..=latest {
+        for p in t.at_version(v).await.unwrap().partitions().await.unwrap() {
+            referenced.extend(p.files.into_iter().map(|f| f.path));
+        }
+    }
+    data_files(t)
+        .await
+        .into_iter()
+        .filter(|f| f.contains(&format!("date={under}/")) && !referenced.contains(f))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewrite_dropped_by_a_lost_commit_attempt_is_reported_and_discarded() {
+    use crate::fault_store::FaultStore;
+    let faults = FaultStore::new(Arc::new(object_store::memory::InMemory::new()));
+    let loc = logbook::StorageLocation::from_store(Arc::new(faults.clone()), "wh", "memory://wh");
+    let wh = logbook::Warehouse::new(loc, options());
+    let (d1, d2, d3) = (date("2026-03-01"), date("2026-03-02"), date("2026-03-03"));
+    let t = small_files_table(&wh, &[d1, d2]).await;
+    // Once both rewrites are done: production replaces d1 (so the commit
+    // drops d1's rewrite), and another writer takes the version the
+    // compaction's first attempt tries to create (so it retries).
+    let (racer, hooks) = (t.clone(), faults.clone());
+    let progress = move |p: CompactProgress| {
+        if p.partitions_done == 2 {
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(async {
+                    replace(&racer, d1, 0..7, "fresh", "fresh-d1").await;
+                })
+            });
+            let other = racer.clone();
+            hooks.before_next_log_create(Box::pin(async move {
+                replace(&other, d3, 0..2, "other", "other-d3").await;
+            }));
+        }
+    };
+    let options = CompactOptions {
+        parallelism: 1,
+        ..Default::default()
+    };
+    let report = compact(&t, &options, &progress).await.unwrap();
+    assert_eq!(report.dropped, [d1], "{report:?}");
+    assert_eq!(report.partitions_compacted, 1, "{report:?}");
+    assert!(unreferenced(&t, d1).await.is_empty(), "d1's rewrite leaked");
+    assert_whole(&t, "after the compaction").await;
+}
