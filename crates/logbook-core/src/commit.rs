@@ -264,7 +264,7 @@ pub(crate) async fn commit(
             .map_err(|e| fail(e, ambiguous))?;
         let bytes = table.encode(&entry).map_err(|e| fail(e, ambiguous))?;
 
-        // 3. The manifest-pointer swap.
+        // 3. Create log entry `head + 1` with put-if-absent.
         let lost = match table.log.try_create(version, bytes).await {
             PutOutcome::Created => false,
             PutOutcome::AlreadyExists => true,
