@@ -357,6 +357,38 @@ pub struct PartitionEntry {
     pub earlier_runs: Vec<RunRef>,
 }
 
+/// What `logbook partitions --json` (and pylogbook's `partitions()`) shows
+/// of one partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartitionSummary {
+    pub date: NaiveDate,
+    pub rows: u64,
+    pub files: usize,
+    pub bytes: u64,
+    pub version: u64,
+    pub run_id: Option<String>,
+    pub code_version: Option<String>,
+    /// `as-of`, `current`, or null when written without a run context.
+    pub dimensions: Option<DimensionMode>,
+    pub inputs: Vec<InputRead>,
+}
+
+impl From<PartitionEntry> for PartitionSummary {
+    fn from(p: PartitionEntry) -> Self {
+        Self {
+            date: p.date,
+            rows: p.rows,
+            files: p.files.len(),
+            bytes: p.files.iter().map(|f| f.size).sum(),
+            version: p.version,
+            run_id: p.run.as_ref().map(|r| r.run_id.clone()),
+            code_version: p.run.as_ref().and_then(|r| r.code_version.clone()),
+            dimensions: p.run.as_ref().and_then(|r| r.dimensions),
+            inputs: p.run.map(|r| r.inputs).unwrap_or_default(),
+        }
+    }
+}
+
 /// How many superseded runs of a date are remembered for idempotency.
 pub const RUN_RETRY_WINDOW: usize = 16;
 

@@ -39,7 +39,7 @@ pub use dimension::DimensionCommit;
 pub use error::{Error, ErrorKind, Result};
 pub use format::{
     DataFile, DateRange, DateSpan, DimensionMode, InputRead, LogEntry, Operation, PartitionEntry,
-    PropertiesChange, RunInfo, RunRef, TableProperties,
+    PartitionSummary, PropertiesChange, RunInfo, RunRef, TableProperties,
 };
 pub use options::TableOptions;
 pub use schema::{ColumnType, TableKind, TableSchema, VALID_FROM, VALID_TO};

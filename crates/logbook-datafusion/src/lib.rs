@@ -14,6 +14,7 @@ pub mod exec;
 pub mod functions;
 pub mod lineage;
 pub mod pit;
+pub mod plain;
 pub mod provider;
 pub mod prune;
 pub mod run;

@@ -216,7 +216,13 @@ impl RunContext {
     /// new; an edited query, a replaced input date or a dimension change
     /// commits. Commits that leave the data read as it was (other dates,
     /// compaction, expiry, property changes) do not.
-    pub async fn commit(mut self) -> Result<CommitInfo, QueryError> {
+    pub async fn commit(self) -> Result<CommitInfo, QueryError> {
+        Ok(self.commit_run().await?.0)
+    }
+
+    /// [`RunContext::commit`], also returning the run record committed (its
+    /// run id, derived or given, and lineage).
+    pub async fn commit_run(mut self) -> Result<(CommitInfo, RunInfo), QueryError> {
         let inputs = self.lineage.inputs();
         if self.derived_id {
             let identity = identity(
@@ -228,7 +234,8 @@ impl RunContext {
             run.run_id = format!("{}-{:016x}", run.run_id, fingerprint(identity.as_bytes()));
         }
         self.writer.run_mut().inputs = inputs;
-        Ok(self.writer.commit().await?)
+        let run = self.writer.run().clone();
+        Ok((self.writer.commit().await?, run))
     }
 }
 

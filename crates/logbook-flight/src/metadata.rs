@@ -16,7 +16,7 @@ use logbook_datafusion::{datafusion, session, QueryOptions};
 use tonic::Status;
 
 use crate::query::{datafusion_status, query_status};
-use crate::results::plain_schema;
+use logbook_datafusion::plain::plain_schema;
 
 /// The catalog a warehouse appears as.
 pub const CATALOG: &str = "logbook";

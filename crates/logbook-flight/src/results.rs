@@ -3,7 +3,6 @@
 //! size), capped at a row limit, with one log line when the stream ends.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -11,10 +10,11 @@ use arrow_array::RecordBatch;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::FlightData;
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::{Schema, SchemaRef};
 use datafusion::physical_plan::SendableRecordBatchStream;
 use futures::{Stream, StreamExt};
 use logbook_datafusion::datafusion;
+use logbook_datafusion::plain::{plain_batch, plain_schema};
 use tokio::sync::OwnedSemaphorePermit;
 use tonic::Status;
 
@@ -129,64 +129,4 @@ pub fn flight_stream(
         .build(limited)
         .map(|r| r.map_err(Status::from));
     Box::pin(encoded)
-}
-
-/// The schema clients receive: view types (which the scan uses for speed)
-/// become their classic forms, which every Arrow client reads.
-pub fn plain_schema(schema: &Schema) -> SchemaRef {
-    Arc::new(Schema::new_with_metadata(
-        schema
-            .fields()
-            .iter()
-            .map(|f| {
-                Field::new(f.name(), plain_type(f.data_type()), f.is_nullable())
-                    .with_metadata(f.metadata().clone())
-            })
-            .collect::<Vec<_>>(),
-        schema.metadata().clone(),
-    ))
-}
-
-fn plain_type(t: &DataType) -> DataType {
-    match t {
-        DataType::Utf8View => DataType::Utf8,
-        DataType::BinaryView => DataType::Binary,
-        other => other.clone(),
-    }
-}
-
-fn plain_batch(
-    schema: &SchemaRef,
-    batch: RecordBatch,
-) -> Result<RecordBatch, arrow_schema::ArrowError> {
-    if batch.schema().fields() == schema.fields() {
-        return Ok(batch);
-    }
-    let columns = batch
-        .columns()
-        .iter()
-        .zip(schema.fields())
-        .map(|(c, f)| arrow_cast::cast(c, f.data_type()))
-        .collect::<Result<Vec<_>, _>>()?;
-    RecordBatch::try_new(schema.clone(), columns)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use arrow_array::{Array, StringViewArray};
-
-    #[test]
-    fn view_columns_become_plain_strings() {
-        let schema = Schema::new(vec![Field::new("s", DataType::Utf8View, true)]);
-        let batch = RecordBatch::try_new(
-            Arc::new(schema.clone()),
-            vec![Arc::new(StringViewArray::from(vec![Some("Berlin"), None]))],
-        )
-        .unwrap();
-        let plain = plain_schema(&schema);
-        let out = plain_batch(&plain, batch).unwrap();
-        assert_eq!(out.column(0).data_type(), &DataType::Utf8);
-        assert!(out.column(0).is_null(1));
-    }
 }

@@ -36,10 +36,11 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::metadata;
 use crate::prepared::PreparedStatements;
 use crate::query::{datafusion_status, number_placeholders, parameter_schema, plan, TicketBody};
-use crate::results::{flight_stream, plain_schema, QueryLog};
+use crate::results::{flight_stream, QueryLog};
 use crate::sessions::Sessions;
 use crate::settings::{parse_set, SetStatement, Settings};
 use crate::ServerOptions;
+use logbook_datafusion::plain::plain_schema;
 
 type DoGetStream = Pin<Box<dyn Stream<Item = Result<arrow_flight::FlightData, Status>> + Send>>;
 

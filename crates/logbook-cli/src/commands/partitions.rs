@@ -1,5 +1,4 @@
-use logbook_core::Warehouse;
-use serde::Serialize;
+use logbook_core::{PartitionSummary, Warehouse};
 
 use super::CliError;
 use crate::output::print_table;
@@ -16,41 +15,17 @@ pub struct Args {
     json: bool,
 }
 
-#[derive(Serialize)]
-struct Row {
-    date: chrono::NaiveDate,
-    rows: u64,
-    files: usize,
-    bytes: u64,
-    version: u64,
-    run_id: Option<String>,
-    code_version: Option<String>,
-    /// `as-of`, `current`, or null when written without a run context.
-    dimensions: Option<logbook_core::DimensionMode>,
-    inputs: Vec<logbook_core::InputRead>,
-}
-
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     let table = warehouse.table(&args.table).await?;
     let snapshot = match args.version {
         Some(v) => table.at_version(v).await?,
         None => table.latest().await?,
     };
-    let rows: Vec<Row> = snapshot
+    let rows: Vec<PartitionSummary> = snapshot
         .partitions()
         .await?
         .into_iter()
-        .map(|p| Row {
-            date: p.date,
-            rows: p.rows,
-            files: p.files.len(),
-            bytes: p.files.iter().map(|f| f.size).sum(),
-            version: p.version,
-            run_id: p.run.as_ref().map(|r| r.run_id.clone()),
-            code_version: p.run.as_ref().and_then(|r| r.code_version.clone()),
-            dimensions: p.run.as_ref().and_then(|r| r.dimensions),
-            inputs: p.run.map(|r| r.inputs).unwrap_or_default(),
-        })
+        .map(PartitionSummary::from)
         .collect();
     if args.json {
         println!(

@@ -1,0 +1,209 @@
+//! `Table`: replace a partition, change a dimension, read any version.
+
+use chrono::NaiveDate;
+use logbook_core::clock::{IdGenerator, UuidV7};
+use logbook_core::{ExpectedPartition, PartitionSummary, RunInfo};
+use pyo3::prelude::*;
+use pyo3_arrow::input::AnyRecordBatch;
+use pyo3_arrow::{PyRecordBatchReader, PySchema};
+
+use crate::errors;
+use crate::runtime::wait;
+use crate::streams;
+use crate::warehouse::{parse_date, to_json};
+
+/// One logbook table.
+#[pyclass(module = "pylogbook._native", frozen)]
+pub struct Table {
+    inner: logbook_core::Table,
+}
+
+impl Table {
+    pub(crate) fn new(inner: logbook_core::Table) -> Self {
+        Self { inner }
+    }
+
+    async fn snapshot(&self, version: Option<u64>) -> logbook_core::Result<logbook_core::Snapshot> {
+        match version {
+            Some(v) => self.inner.at_version(v).await,
+            None => self.inner.latest().await,
+        }
+    }
+}
+
+/// A run id unique to this call (a re-run with it commits nothing new).
+fn fresh_run_id(date: NaiveDate) -> String {
+    format!("{date}-{}", UuidV7.next_id().simple())
+}
+
+#[pymethods]
+impl Table {
+    /// The table's name.
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name().to_string()
+    }
+
+    /// Where the table lives (its root URI).
+    #[getter]
+    fn uri(&self) -> String {
+        self.inner.location().uri().to_string()
+    }
+
+    /// The latest version.
+    fn latest_version(&self, py: Python<'_>) -> PyResult<u64> {
+        wait(py, || self.inner.latest_version()).map_err(errors::core)
+    }
+
+    /// The Arrow schema at `version` (default: latest).
+    #[pyo3(signature = (version=None))]
+    fn schema(&self, py: Python<'_>, version: Option<u64>) -> PyResult<PySchema> {
+        let snap = wait(py, || self.snapshot(version)).map_err(errors::core)?;
+        Ok(PySchema::new(snap.arrow_schema()))
+    }
+
+    /// Replace the partition of `date` with the rows of `data`, streamed,
+    /// in one atomic commit. Returns `(version, already_committed)`.
+    #[pyo3(signature = (date, data, run_id=None, code_version=None, job=None, expect_version=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn replace_partition(
+        &self,
+        py: Python<'_>,
+        date: &str,
+        data: AnyRecordBatch,
+        run_id: Option<String>,
+        code_version: Option<String>,
+        job: Option<String>,
+        expect_version: Option<&str>,
+    ) -> PyResult<(u64, bool)> {
+        let date = parse_date("date", date)?;
+        let run = RunInfo {
+            run_id: run_id.unwrap_or_else(|| fresh_run_id(date)),
+            code_version,
+            job,
+            logical_date: Some(date),
+            ..RunInfo::default()
+        };
+        let mut writer =
+            wait(py, || self.inner.replace_partition(date, run)).map_err(errors::core)?;
+        if let Some(e) = expect_version {
+            writer = writer.expect(e.parse::<ExpectedPartition>().map_err(errors::invalid)?);
+        }
+        if let Err(e) = streams::write_all(py, &mut writer, data) {
+            wait(py, || writer.abort()).map_err(errors::core)?;
+            return Err(e);
+        }
+        let info = wait(py, || writer.commit()).map_err(errors::core)?;
+        Ok((info.version, info.already_committed))
+    }
+
+    /// Upsert rows of a dimension effective `date`. Returns
+    /// `(version, changed_keys)`.
+    #[pyo3(signature = (date, data, run_id=None))]
+    fn apply_changes(
+        &self,
+        py: Python<'_>,
+        date: &str,
+        data: AnyRecordBatch,
+        run_id: Option<String>,
+    ) -> PyResult<(u64, usize)> {
+        let date = parse_date("date", date)?;
+        let batches = streams::collect(data)?;
+        let run = RunInfo::new(run_id.unwrap_or_else(|| fresh_run_id(date)));
+        let done =
+            wait(py, || self.inner.apply_changes(date, &batches, run)).map_err(errors::core)?;
+        Ok((done.version, done.changed_keys))
+    }
+
+    /// End the intervals of the keys in `keys` at `date`.
+    #[pyo3(signature = (date, keys, run_id=None))]
+    fn apply_deletes(
+        &self,
+        py: Python<'_>,
+        date: &str,
+        keys: AnyRecordBatch,
+        run_id: Option<String>,
+    ) -> PyResult<(u64, usize)> {
+        let date = parse_date("date", date)?;
+        let batches = streams::collect(keys)?;
+        let run = RunInfo::new(run_id.unwrap_or_else(|| fresh_run_id(date)));
+        let done =
+            wait(py, || self.inner.apply_deletes(date, &batches, run)).map_err(errors::core)?;
+        Ok((done.version, done.changed_keys))
+    }
+
+    /// Make `data` the whole dimension from `date` on (keys absent end).
+    #[pyo3(signature = (date, data, run_id=None))]
+    fn apply_snapshot(
+        &self,
+        py: Python<'_>,
+        date: &str,
+        data: AnyRecordBatch,
+        run_id: Option<String>,
+    ) -> PyResult<(u64, usize)> {
+        let date = parse_date("date", date)?;
+        let batches = streams::collect(data)?;
+        let run = RunInfo::new(run_id.unwrap_or_else(|| fresh_run_id(date)));
+        let done =
+            wait(py, || self.inner.apply_snapshot(date, &batches, run)).map_err(errors::core)?;
+        Ok((done.version, done.changed_keys))
+    }
+
+    /// The partitions at `version`, as JSON (what `logbook partitions
+    /// --json` prints).
+    #[pyo3(signature = (version=None))]
+    fn partitions_json(&self, py: Python<'_>, version: Option<u64>) -> PyResult<String> {
+        let parts = wait(py, || async {
+            self.snapshot(version).await?.partitions().await
+        })
+        .map_err(errors::core)?;
+        let rows: Vec<PartitionSummary> = parts.into_iter().map(PartitionSummary::from).collect();
+        to_json(&rows)
+    }
+
+    /// Stream the rows at `version` (of `dates` only, if given).
+    #[pyo3(signature = (version=None, dates=None))]
+    fn read(
+        &self,
+        py: Python<'_>,
+        version: Option<u64>,
+        dates: Option<Vec<String>>,
+    ) -> PyResult<PyRecordBatchReader> {
+        let dates: Option<Vec<NaiveDate>> = dates
+            .map(|ds| ds.iter().map(|d| parse_date("dates", d)).collect())
+            .transpose()?;
+        let (snap, files) = wait(py, || self.live_files(version, dates)).map_err(errors::core)?;
+        let schema = snap.arrow_schema();
+        let stream = snap.scan_files(files, None, Default::default());
+        Ok(streams::export_rows(schema, stream))
+    }
+
+    /// The live data files at `version`, relative to the table's root.
+    #[pyo3(signature = (version=None))]
+    fn files(&self, py: Python<'_>, version: Option<u64>) -> PyResult<Vec<String>> {
+        let (_, files) = wait(py, || self.live_files(version, None)).map_err(errors::core)?;
+        Ok(files.into_iter().map(|f| f.path).collect())
+    }
+}
+
+impl Table {
+    async fn live_files(
+        &self,
+        version: Option<u64>,
+        dates: Option<Vec<NaiveDate>>,
+    ) -> logbook_core::Result<(logbook_core::Snapshot, Vec<logbook_core::DataFile>)> {
+        let snap = self.snapshot(version).await?;
+        if snap.schema().partition_column().is_none() {
+            let files = snap.dimension_files();
+            return Ok((snap, files));
+        }
+        let files = snap
+            .partitions()
+            .await?
+            .into_iter()
+            .filter(|p| dates.as_ref().is_none_or(|ds| ds.contains(&p.date)))
+            .flat_map(|p| p.files)
+            .collect();
+        Ok((snap, files))
+    }
+}

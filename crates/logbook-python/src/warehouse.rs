@@ -1,0 +1,217 @@
+//! `Warehouse`: tables by name, SQL at any version or logical date, runs,
+//! and the operators' questions (status, plan, log) answered with the same
+//! JSON as the CLI's `--json`.
+
+use std::collections::HashMap;
+
+use chrono::NaiveDate;
+use logbook_core::lifecycle::{self, Selection};
+use logbook_core::{DimensionMode, ExpectedPartition, TableProperties, TableSchema};
+use logbook_datafusion::{session, QueryOptions, Run as RustRun};
+use pyo3::prelude::*;
+use pyo3_arrow::{PyRecordBatchReader, PySchema};
+
+use crate::errors;
+use crate::run::Run;
+use crate::runtime::wait;
+use crate::streams;
+use crate::table::Table;
+
+/// A warehouse: a directory or bucket prefix holding tables.
+#[pyclass(module = "pylogbook._native", frozen)]
+pub struct Warehouse {
+    pub(crate) inner: logbook_core::Warehouse,
+}
+
+/// `value`, named `what`, as a date.
+pub(crate) fn parse_date(what: &str, value: &str) -> PyResult<NaiveDate> {
+    value
+        .parse()
+        .map_err(|_| errors::invalid(format!("{what} {value:?} is not a date (YYYY-MM-DD)")))
+}
+
+fn parse_mode(value: &str) -> PyResult<DimensionMode> {
+    value.parse().map_err(errors::invalid)
+}
+
+pub(crate) fn to_json(value: &impl serde::Serialize) -> PyResult<String> {
+    serde_json::to_string(value).map_err(|e| errors::LogbookError::new_err(e.to_string()))
+}
+
+#[pymethods]
+impl Warehouse {
+    /// Open the warehouse at `uri`: a directory, `file://`, `memory://`,
+    /// `s3://`, `gs://` or `az://` (credentials from the usual variables).
+    #[new]
+    fn new(uri: &str) -> PyResult<Self> {
+        Ok(Self {
+            inner: logbook_core::Warehouse::open(uri).map_err(errors::core)?,
+        })
+    }
+
+    /// Where the warehouse lives.
+    #[getter]
+    fn uri(&self) -> String {
+        self.inner.location().uri().to_string()
+    }
+
+    /// Create a table: a fact table partitioned by the date column
+    /// `partition_by`, or a dimension (SCD2) keyed by `scd2_keys`.
+    #[pyo3(signature = (name, schema, partition_by=None, scd2_keys=None, schedule_start=None, depends_on_previous=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn create_table(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        schema: PySchema,
+        partition_by: Option<String>,
+        scd2_keys: Option<Vec<String>>,
+        schedule_start: Option<&str>,
+        depends_on_previous: bool,
+    ) -> PyResult<Table> {
+        let arrow = schema.into_inner();
+        let columns =
+            logbook_core::schema::columns_from_arrow(name, &arrow).map_err(errors::core)?;
+        let schema = match (partition_by, scd2_keys) {
+            (Some(column), None) => TableSchema::new(name, columns, &column),
+            (None, Some(keys)) => {
+                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                TableSchema::dimension(name, columns, &keys)
+            }
+            _ => return Err(errors::invalid(format!(
+                "table {name}: give either partition_by (a fact table) or scd2_keys (a dimension)"
+            ))),
+        }
+        .map_err(errors::core)?;
+        let properties = TableProperties {
+            schedule_start: schedule_start
+                .map(|d| parse_date("schedule_start", d))
+                .transpose()?,
+            depends_on_previous,
+        };
+        let table = wait(py, || {
+            self.inner
+                .create_table_with_properties(name, schema, properties)
+        })
+        .map_err(errors::core)?;
+        Ok(Table::new(table))
+    }
+
+    /// The table `name`.
+    fn table(&self, py: Python<'_>, name: &str) -> PyResult<Table> {
+        let table = wait(py, || self.inner.table(name)).map_err(errors::core)?;
+        Ok(Table::new(table))
+    }
+
+    /// The names of the warehouse's tables.
+    fn tables(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        wait(py, || self.inner.list_tables()).map_err(errors::core)
+    }
+
+    /// Run `query` and stream its result (an object exporting
+    /// `__arrow_c_stream__`). With `logical_date`, the query runs in a run
+    /// context: dimensions resolve at that date (`dimensions="as-of"`) or
+    /// currently, `logical_date()` is defined and the wall clock refused.
+    /// `versions` pins tables: `{"orders": 12}`.
+    #[pyo3(signature = (query, logical_date=None, dimensions="as-of", versions=None))]
+    fn sql(
+        &self,
+        py: Python<'_>,
+        query: &str,
+        logical_date: Option<&str>,
+        dimensions: &str,
+        versions: Option<HashMap<String, u64>>,
+    ) -> PyResult<PyRecordBatchReader> {
+        let options = QueryOptions {
+            logical_date: logical_date
+                .map(|d| parse_date("logical_date", d))
+                .transpose()?,
+            dimensions: Some(parse_mode(dimensions)?),
+            pins: versions.unwrap_or_default(),
+        };
+        let stream = wait(py, || async {
+            let ctx = session(&self.inner, options, None).await?;
+            let df = ctx.sql(query).await?;
+            Ok::<_, logbook_datafusion::QueryError>(df.execute_stream().await?)
+        })
+        .map_err(errors::query)?;
+        Ok(streams::export(stream))
+    }
+
+    /// Start a run of `target` for `date`; commit it with `commit()` (the
+    /// Python `with` block does).
+    #[pyo3(signature = (target, date, dimensions="as-of", code_version=None, run_id=None, stage=None, expect_version=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn start_run(
+        &self,
+        py: Python<'_>,
+        target: &str,
+        date: &str,
+        dimensions: &str,
+        code_version: Option<String>,
+        run_id: Option<String>,
+        stage: Option<String>,
+        expect_version: Option<&str>,
+    ) -> PyResult<Run> {
+        let date = parse_date("date", date)?;
+        let mut run = RustRun::new(&self.inner, target, date).dimensions(parse_mode(dimensions)?);
+        if let Some(v) = code_version {
+            run = run.code_version(v);
+        }
+        if let Some(id) = run_id {
+            run = run.run_id(id);
+        }
+        if let Some(name) = stage {
+            run = run.stage(name);
+        }
+        if let Some(e) = expect_version {
+            run = run.expect(e.parse::<ExpectedPartition>().map_err(errors::invalid)?);
+        }
+        let context = wait(py, || run.start()).map_err(errors::query)?;
+        Ok(Run::new(context))
+    }
+
+    /// The state of every scheduled date of `table` up to `end`, as JSON
+    /// (what `logbook status --json` prints).
+    #[pyo3(signature = (table, end, start=None))]
+    fn status_json(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        end: &str,
+        start: Option<&str>,
+    ) -> PyResult<String> {
+        let end = parse_date("end", end)?;
+        let start = start.map(|d| parse_date("start", d)).transpose()?;
+        let status =
+            wait(py, || lifecycle::status(&self.inner, table, start, end)).map_err(errors::core)?;
+        to_json(&status.dates)
+    }
+
+    /// The dates to recompute, as JSON (what `logbook plan --json` prints).
+    #[pyo3(signature = (table, end, start=None, only="needed"))]
+    fn plan_json(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        end: &str,
+        start: Option<&str>,
+        only: &str,
+    ) -> PyResult<String> {
+        let only: Selection = only.parse().map_err(errors::invalid)?;
+        let end = parse_date("end", end)?;
+        let start = start.map(|d| parse_date("start", d)).transpose()?;
+        let status =
+            wait(py, || lifecycle::status(&self.inner, table, start, end)).map_err(errors::core)?;
+        to_json(&lifecycle::plan(&status, only))
+    }
+
+    /// Every commit of `table`, as JSON (what `logbook log --json` prints).
+    fn log_json(&self, py: Python<'_>, table: &str) -> PyResult<String> {
+        let entries = wait(py, || async {
+            self.inner.table(table).await?.history().await
+        })
+        .map_err(errors::core)?;
+        to_json(&entries)
+    }
+}
