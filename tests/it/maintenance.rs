@@ -165,6 +165,9 @@ async fn vacuum_after_expire_deletes_exactly_the_unreferenced_files() {
         .filter(|f| !v1_files.contains(f))
         .collect();
     replace(&t, d, 0..2, "third", "third").await; // v3: 1 file
+    let report = expire(&t, Keep::Last(2)).await.unwrap(); // keeps v2, v3 (and the expire commit)
+    assert_eq!(report.oldest, v2);
+    // A file stays for the retention after the expiry that hid it.
     clock.advance(8 * 24 * MIN_RETENTION_MS);
 
     // An abandoned write (one closed file), younger than the retention: it must survive.
@@ -200,8 +203,6 @@ async fn vacuum_after_expire_deletes_exactly_the_unreferenced_files() {
         "under an hour needs force"
     );
 
-    let report = expire(&t, Keep::Last(2)).await.unwrap(); // keeps v2, v3 (and the expire commit)
-    assert_eq!(report.oldest, v2);
     let dry = vacuum(
         &t,
         VacuumOptions {
@@ -290,9 +291,9 @@ async fn vacuum_keeps_the_files_of_live_stages_and_running_writes() {
     // A replaced version of d makes its 50 old files garbage, to show vacuum
     // does delete old unreferenced files here.
     replace(&t, d, 0..1, "newer", "newer").await;
+    expire(&t, Keep::Last(1)).await.unwrap();
     clock.advance(8 * 24 * MIN_RETENTION_MS);
     running.write(&batch(d2, 4..5, "slow")).await.unwrap();
-    expire(&t, Keep::Last(1)).await.unwrap();
     let report = vacuum(&t, VacuumOptions::default()).await.unwrap();
     assert!(
         report

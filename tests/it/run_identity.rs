@@ -152,3 +152,115 @@ async fn an_explicit_run_id_repairs_a_corrupt_or_schema_stale_date() {
         "a schema-stale partition is rewritten by the same run id: {info:?}"
     );
 }
+
+#[tokio::test]
+async fn going_back_to_an_earlier_query_is_that_earlier_run_unless_the_code_version_moves() {
+    // A run id that wrote the date before, even if superseded since, is
+    // never committed again: a late retry must not overwrite a newer run.
+    // So a return to an earlier query under the same code version is that
+    // earlier run (nothing new, its version reported); a new code version
+    // commits it.
+    let (wh, _) = world().await;
+    let first = revenue(&wh, "2026-03-15", REVENUE).await;
+    let edited = REVENUE.replace("sum(o.amount)", "sum(o.amount * 2)");
+    let second = revenue(&wh, "2026-03-15", &edited).await;
+    let back = revenue(&wh, "2026-03-15", REVENUE).await;
+    assert!(
+        back.already_committed && back.version == first.version,
+        "{back:?}"
+    );
+    assert!(second.version > first.version);
+    let rolled_back = Run::new(&wh, "revenue_by_region", date("2026-03-15"))
+        .code_version("v1-revert")
+        .sql(REVENUE)
+        .await
+        .unwrap();
+    assert!(!rolled_back.already_committed && rolled_back.version > second.version);
+}
+
+#[tokio::test]
+async fn a_chain_date_reruns_when_the_previous_date_was_recommitted() {
+    let wh = logbook::Warehouse::new(
+        logbook::StorageLocation::parse("memory://").unwrap(),
+        options(),
+    );
+    let props = logbook::TableProperties {
+        schedule_start: Some(date("2026-03-01")),
+        depends_on_previous: true,
+    };
+    let schema = logbook::TableSchema::parse_spec("chain", "date:date,n:int64", "date").unwrap();
+    wh.create_table_with_properties("chain", schema, props)
+        .await
+        .unwrap();
+    let day = |d: &str| {
+        Run::new(&wh, "chain", date(d))
+            .code_version("v1")
+            .sql("SELECT logical_date() AS date, CAST(1 AS BIGINT) AS n")
+    };
+    day("2026-03-01").await.unwrap();
+    let first = day("2026-03-02").await.unwrap();
+    assert!(day("2026-03-02").await.unwrap().already_committed);
+    // March 1 is recommitted (another query): March 2 builds on it.
+    Run::new(&wh, "chain", date("2026-03-01"))
+        .code_version("v1")
+        .sql("SELECT logical_date() AS date, CAST(2 AS BIGINT) AS n")
+        .await
+        .unwrap();
+    assert_eq!(
+        state(&wh, "chain", "2026-03-02").await,
+        PartitionState::Stale
+    );
+    let again = day("2026-03-02").await.unwrap();
+    assert!(
+        !again.already_committed && again.version > first.version,
+        "{again:?}"
+    );
+    assert_eq!(
+        state(&wh, "chain", "2026-03-02").await,
+        PartitionState::Complete
+    );
+}
+
+#[tokio::test]
+async fn a_dataframe_job_is_identified_by_the_plans_it_runs() {
+    use logbook::query::datafusion::prelude::{col, lit};
+    let (wh, _) = world().await;
+    let job = |factor: f64| {
+        let wh = wh.clone();
+        async move {
+            let mut rc = Run::new(&wh, "revenue_by_region", date("2026-03-15"))
+                .code_version("v1")
+                .start()
+                .await
+                .unwrap();
+            let df = rc
+                .ctx
+                .table("orders")
+                .await
+                .unwrap()
+                .filter(col("date").eq(lit(
+                    logbook::query::datafusion::scalar::ScalarValue::Date32(Some(days(date(
+                        "2026-03-15",
+                    )))),
+                )))
+                .unwrap()
+                .select(vec![
+                    col("date"),
+                    col("customer").alias("region"),
+                    (col("amount") * lit(factor)).alias("revenue"),
+                ])
+                .unwrap();
+            for batch in df.collect().await.unwrap() {
+                rc.writer.write(&batch).await.unwrap();
+            }
+            rc.commit().await.unwrap()
+        }
+    };
+    let first = job(1.0).await;
+    assert!(
+        job(1.0).await.already_committed,
+        "the same job on the same data"
+    );
+    let changed = job(2.0).await;
+    assert!(!changed.already_committed && changed.version > first.version);
+}

@@ -206,3 +206,59 @@ async fn a_rewrite_dropped_by_a_lost_commit_attempt_is_reported_and_discarded() 
     assert!(unreferenced(&t, d1).await.is_empty(), "d1's rewrite leaked");
     assert_whole(&t, "after the compaction").await;
 }
+
+#[tokio::test]
+async fn a_writer_that_stalls_mid_stream_fails_once_its_files_were_vacuumed() {
+    let (wh, clock) = aged_warehouse();
+    let t = tiny_files(&wh)
+        .create_table(
+            "t",
+            logbook::TableSchema::parse_spec("t", SPEC, "date").unwrap(),
+        )
+        .await
+        .unwrap();
+    let d = date("2026-03-15");
+    let mut w = t.replace_partition(d, RunInfo::new("slow")).await.unwrap();
+    w.write(&batch(d, 0..6, "slow")).await.unwrap();
+    clock.advance(2 * HOUR);
+    vacuum(&t, one_hour()).await.unwrap();
+    // The source comes back: the next batch finds the loss.
+    let err = w.write(&batch(d, 6..8, "slow")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
+    assert!(w.commit().await.is_err());
+    assert!(t
+        .latest()
+        .await
+        .unwrap()
+        .partition(d)
+        .await
+        .unwrap()
+        .is_none());
+}
+
+#[tokio::test]
+async fn files_of_a_version_expired_seconds_ago_stay_for_the_retention() {
+    let (wh, clock) = aged_warehouse();
+    let d = date("2026-03-15");
+    let t = small_files_table(&wh, &[d]).await;
+    let v1: Vec<String> = latest_partition(&t, d)
+        .await
+        .files
+        .into_iter()
+        .map(|f| f.path)
+        .collect();
+    // Superseded long ago but readable by time travel until the expiry.
+    replace(&t, d, 0..3, "new", "new").await;
+    clock.advance(8 * 24 * HOUR);
+    expire(&t, Keep::Last(1)).await.unwrap();
+    vacuum(&t, VacuumOptions::default()).await.unwrap();
+    let files = data_files(&t).await;
+    assert!(
+        v1.iter().all(|f| files.contains(f)),
+        "expired seconds ago, yet deleted"
+    );
+    clock.advance(8 * 24 * HOUR);
+    vacuum(&t, VacuumOptions::default()).await.unwrap();
+    let files = data_files(&t).await;
+    assert!(v1.iter().all(|f| !files.contains(f)));
+}

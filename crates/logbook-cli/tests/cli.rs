@@ -573,6 +573,52 @@ fn a_production_write_between_the_backfills_check_and_its_commit_wins() {
         .find(|p| p["date"] == "2026-03-02")
         .unwrap();
     assert_eq!(march2["run_id"], "scheduled-0302", "{march2}");
+    // The expectation is the backfill's table and date only: another write
+    // in the same command (a staging table) is not held to it.
+    ok(&logbook(
+        &wh,
+        &[
+            "create",
+            "raw",
+            "--schema",
+            "date:date,n:int64",
+            "--partition-by",
+            "date",
+        ],
+    ));
+    let raw = dir.path().join("raw.csv");
+    std::fs::write(&raw, "date,n\n2026-03-05,1\n").unwrap();
+    ok(&logbook(
+        &wh,
+        &[
+            "write",
+            "raw",
+            "--date",
+            "2026-03-05",
+            raw.to_str().unwrap(),
+        ],
+    ));
+    let cmd = format!(
+        "{bin} write raw --date {{date}} {} && {}",
+        raw.display(),
+        backfill_command(dir.path(), "daily", 1, None),
+    );
+    let out = ok(&logbook(
+        &wh,
+        &[
+            "backfill",
+            "daily",
+            "--from",
+            "2026-03-05",
+            "--to",
+            "2026-03-05",
+            "--only",
+            "missing",
+            "--command",
+            &cmd,
+        ],
+    ));
+    assert!(out.contains("1 done, 0 skipped, 0 failed"), "{out}");
     // By hand, the same expectation is an option of `write`.
     let late = dir.path().join("late.csv");
     std::fs::write(&late, "date,n\n2026-03-02,7\n").unwrap();

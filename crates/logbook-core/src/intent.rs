@@ -43,6 +43,9 @@ pub struct RunMarker {
     /// `date`: its rows are not new, so status does not show it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rewrite: bool,
+    /// A rewrite's own id, naming its marker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<String>,
 }
 
 impl RunMarker {
@@ -52,13 +55,15 @@ impl RunMarker {
     }
 
     /// Where this marker lives: one object per writer, even when two writers
-    /// share a run id.
+    /// share a run id (named by the writer's staging directory, or for a
+    /// rewrite by its own id).
     pub(crate) fn path(&self) -> String {
         let leaf = self
             .dir
             .as_deref()
+            .or(self.lease.as_deref())
             .and_then(|d| d.rsplit('/').next())
-            .unwrap_or("rewrite");
+            .unwrap_or("marker");
         layout::running_marker(self.date, &self.run_id, leaf)
     }
 
@@ -115,6 +120,7 @@ impl Lease {
             dir: None,
             dirs: vec![],
             rewrite: true,
+            lease: Some(table.options.ids.next_id().to_string()),
         };
         beat(&table, &marker).await;
         Arc::new(Self {

@@ -202,11 +202,12 @@ impl Stage {
             .buffered(16)
             .try_collect()
             .await?;
-        // Records of an earlier stage of the same name are leftovers.
+        // Records of an earlier stage of the same name are leftovers
+        // (records without an id were written by an older logbook).
         let mut staged: Vec<StagedPartition> = staged
             .into_iter()
             .flatten()
-            .filter(|p| p.stage_id == self.info.id)
+            .filter(|p| p.stage_id.is_none() || p.stage_id == self.info.id)
             .collect();
         staged.sort_by_key(|p| p.date);
         Ok(staged)
@@ -349,17 +350,29 @@ impl Stage {
     /// files are left to vacuum, which keeps what retained versions need.
     pub async fn drop_stage(self) -> Result<usize> {
         let staged = self.partitions().await?;
+        // Forget first, then look: a publish that landed before this point
+        // is in the log, and one after it finds no records to publish.
+        self.forget(staged.iter().map(|p| p.date)).await;
         if landed_publish(&self.table.inner, &self.info)
             .await?
             .is_none()
         {
-            let files: Vec<String> = staged
-                .iter()
-                .flat_map(|p| p.files.iter().map(|f| f.path.clone()))
-                .collect();
+            let latest = self.table.latest().await?;
+            let mut files = Vec::new();
+            for p in &staged {
+                let live: Vec<String> = match latest.partition(p.date).await? {
+                    Some(now) => now.files.into_iter().map(|f| f.path).collect(),
+                    None => vec![],
+                };
+                files.extend(
+                    p.files
+                        .iter()
+                        .map(|f| f.path.clone())
+                        .filter(|f| !live.contains(f)),
+                );
+            }
             delete_files(&self.table.inner, &files).await;
         }
-        self.forget(staged.iter().map(|p| p.date)).await;
         Ok(staged.len())
     }
 
@@ -405,10 +418,8 @@ async fn landed_publish(table: &TableInner, info: &StageInfo) -> Result<Option<u
     Ok(None)
 }
 
-/// Record a finished staged write of `date` in stage `name`, deleting the
-/// files of the version it replaces in the stage. Refused if the stage was
-/// published meanwhile: its records are leftovers, and the replaced files
-/// may be the table's now.
+/// Record a finished staged write of `date` in stage `name`. Refused if the
+/// stage was published meanwhile: its records are leftovers.
 pub(crate) async fn record(
     table: &TableInner,
     name: &str,
@@ -430,17 +441,11 @@ pub(crate) async fn record(
         stage_id: info.as_ref().and_then(|i| i.id),
         ..partition.clone()
     };
+    // The files of the version this replaces are left to vacuum, not
+    // deleted here: a publish may land between the check above and now,
+    // making them the table's.
     let path = layout::stage_date(name, partition.date);
-    let previous: Option<StagedPartition> = table.get_json_opt(&path).await?;
-    table.put_json(&path, &partition).await?;
-    // The replaced version's files go, unless it is a leftover of an
-    // earlier stage of the name (its files may be the table's now).
-    let same_stage = |p: &StagedPartition| info.as_ref().is_some_and(|i| p.stage_id == i.id);
-    if let Some(previous) = previous.filter(same_stage) {
-        let old: Vec<String> = previous.files.iter().map(|f| f.path.clone()).collect();
-        delete_files(table, &old).await;
-    }
-    Ok(())
+    table.put_json(&path, &partition).await
 }
 
 /// Per staged date: the rows and numeric column sums now on the main line

@@ -78,6 +78,7 @@ impl PartitionWriter {
             dir: Some(staged.dir().to_string()),
             dirs: vec![],
             rewrite: false,
+            lease: None,
         };
         Ok(Self {
             table,
@@ -111,12 +112,41 @@ impl PartitionWriter {
     }
 
     /// Refresh the intent marker if its heartbeat is due.
-    async fn heartbeat(&mut self) {
+    ///
+    /// A writer whose heartbeat stopped for longer than half the shortest
+    /// vacuum retention (say it waited on its source) may have had its
+    /// staged files deleted, since vacuum stops protecting a marker that
+    /// old. Refresh the marker first (protecting the files from any vacuum
+    /// that reads it from now on), then make sure every file written so far
+    /// is still there; if one is gone, committing would publish a partition
+    /// with missing files, so the write fails and the run must be retried.
+    async fn heartbeat(&mut self) -> Result<()> {
         let now = self.table.options.clock.now_millis();
-        if now - self.marker.heartbeat_ms >= self.table.options.heartbeat_interval_ms {
-            self.marker.heartbeat_ms = now;
-            intent::beat(&self.table, &self.marker).await;
+        let last = self.marker.heartbeat_ms;
+        if now - last < self.table.options.heartbeat_interval_ms {
+            return Ok(());
         }
+        self.marker.heartbeat_ms = now;
+        intent::beat(&self.table, &self.marker).await;
+        if now - last < MIN_RETENTION_MS / 2 {
+            return Ok(());
+        }
+        let store = self.table.location.store();
+        for file in self.staged.written().to_vec() {
+            match store.head(&self.table.location.path(&file.path)).await {
+                Ok(meta) if meta.size == file.size => {}
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {
+                    return Err(Error::StagedFileLost {
+                        table: self.table.name.clone(),
+                        date: self.date,
+                        path: file.path.clone(),
+                        stalled_min: (now - last) / 60_000,
+                    })
+                }
+                Err(e) => return Err(Error::storage(&file.path, e)),
+            }
+        }
+        Ok(())
     }
 
     /// The partition this writer replaces.
@@ -172,17 +202,17 @@ impl PartitionWriter {
             Ok(batch) => self.staged.write(&batch).await.map(|_| batch.num_rows()),
             Err(e) => Err(e),
         };
-        match result {
+        let result = match result {
             Ok(n) => {
                 self.rows += n as u64;
-                self.heartbeat().await;
-                Ok(())
+                self.heartbeat().await
             }
-            Err(e) => {
-                self.failed = true;
-                Err(e)
-            }
+            Err(e) => Err(e),
+        };
+        if result.is_err() {
+            self.failed = true;
         }
+        result
     }
 
     /// Commit the partition: it becomes visible atomically, replacing any
@@ -198,7 +228,7 @@ impl PartitionWriter {
             return Err(e);
         }
         let mut writer = self;
-        if let Err(e) = writer.check_not_vacuumed().await {
+        if let Err(e) = writer.heartbeat().await {
             writer.staged.abort().await;
             intent::clear(&writer.table, &writer.marker).await;
             return Err(e);
@@ -283,39 +313,6 @@ impl PartitionWriter {
     pub async fn abort(self) -> Result<()> {
         self.staged.abort().await;
         intent::clear(&self.table, &self.marker).await;
-        Ok(())
-    }
-
-    /// A writer whose heartbeat stopped for longer than the shortest vacuum
-    /// retention (say it waited on its source) may have had its staged files
-    /// deleted, since vacuum stops protecting a marker that old. Refresh the
-    /// marker first (protecting the files from any vacuum that reads it
-    /// from now on), then make sure every file written so far is still
-    /// there; if one is gone, committing would publish a partition with
-    /// missing files, so refuse and let the run be retried.
-    async fn check_not_vacuumed(&mut self) -> Result<()> {
-        let now = self.table.options.clock.now_millis();
-        let stalled_since = self.marker.heartbeat_ms;
-        if now - stalled_since < MIN_RETENTION_MS / 2 {
-            return Ok(());
-        }
-        self.marker.heartbeat_ms = now;
-        intent::beat(&self.table, &self.marker).await;
-        let store = self.table.location.store();
-        for file in self.staged.written().to_vec() {
-            match store.head(&self.table.location.path(&file.path)).await {
-                Ok(meta) if meta.size == file.size => {}
-                Ok(_) | Err(object_store::Error::NotFound { .. }) => {
-                    return Err(Error::StagedFileLost {
-                        table: self.table.name.clone(),
-                        date: self.date,
-                        path: file.path.clone(),
-                        stalled_min: (now - stalled_since) / 60_000,
-                    })
-                }
-                Err(e) => return Err(Error::storage(&file.path, e)),
-            }
-        }
         Ok(())
     }
 

@@ -169,7 +169,15 @@ impl AnalyzerRule for ReplayGuard {
         plan.apply_with_subqueries(|node| {
             node.apply_expressions(|e| {
                 e.apply(|e| match e {
-                    Expr::ScalarFunction(f) => refuse_unreplayable(f.func.as_ref()),
+                    Expr::ScalarFunction(f) => {
+                        refuse_unreplayable(f.func.name(), f.func.signature().volatility)
+                    }
+                    Expr::AggregateFunction(f) => {
+                        refuse_unreplayable(f.func.name(), f.func.signature().volatility)
+                    }
+                    Expr::WindowFunction(w) => {
+                        refuse_unreplayable(w.fun.name(), w.fun.signature().volatility)
+                    }
                     _ => Ok(TreeNodeRecursion::Continue),
                 })
             })
@@ -182,15 +190,14 @@ impl AnalyzerRule for ReplayGuard {
     }
 }
 
-fn refuse_unreplayable(f: &ScalarUDF) -> Result<TreeNodeRecursion> {
-    let name = f.name();
+fn refuse_unreplayable(name: &str, volatility: Volatility) -> Result<TreeNodeRecursion> {
     if WALL_CLOCK_FUNCTIONS.contains(&name) {
         return plan_err!(
             "{name}() reads the wall clock, so a replayed run for a past date would give a different answer; \
              use logical_date() (or data_interval_start() / data_interval_end()) instead"
         );
     }
-    if f.signature().volatility == Volatility::Volatile {
+    if volatility == Volatility::Volatile {
         return plan_err!(
             "{name}() gives a different value each time, so a replayed run would not give the same rows; \
              derive the value from the row and the run instead, e.g. a hash of the row's key and logical_date()"

@@ -12,15 +12,21 @@
 //! the same rows again.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::Result;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::optimizer::AnalyzerRule;
 
 use chrono::NaiveDate;
 use logbook_core::{DateSpan, InputRead};
 
-/// Collects every table version a run's scans read.
+/// Collects every table version a run's scans read, and the plans it ran.
 #[derive(Debug, Default)]
 pub struct Lineage {
     reads: Mutex<BTreeMap<(String, u64), Entry>>,
+    plans: Mutex<BTreeSet<String>>,
 }
 
 /// One scan's read of a table version.
@@ -93,6 +99,23 @@ impl Lineage {
             .collect()
     }
 
+    /// Record a logical plan the run executed (its indented text).
+    pub fn record_plan(&self, plan: &LogicalPlan) {
+        let text = plan.display_indent().to_string();
+        self.plans.lock().expect("lineage lock").insert(text);
+    }
+
+    /// The plans executed so far, sorted: what a run built with the
+    /// DataFrame API (no query text) is identified by.
+    pub fn plans(&self) -> Vec<String> {
+        self.plans
+            .lock()
+            .expect("lineage lock")
+            .iter()
+            .cloned()
+            .collect()
+    }
+
     /// A canonical description of the data read: each partition with its
     /// own version, each dimension with the version that last changed its
     /// rows and the dates it was resolved at. Equal texts mean the same rows
@@ -129,5 +152,21 @@ impl Lineage {
             text.push_str(&format!("dimension {table}: {}\n", reads.join(" ")));
         }
         text
+    }
+}
+
+/// Records every plan a run's session executes into its lineage (an
+/// analyzer rule: it sees plans from SQL and from the DataFrame API alike).
+#[derive(Debug)]
+pub(crate) struct PlanRecorder(pub Arc<Lineage>);
+
+impl AnalyzerRule for PlanRecorder {
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        self.0.record_plan(&plan);
+        Ok(plan)
+    }
+
+    fn name(&self) -> &str {
+        "logbook_plan_recorder"
     }
 }

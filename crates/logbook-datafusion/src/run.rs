@@ -148,6 +148,14 @@ impl Run {
             );
         }
         let table = self.warehouse.table(&self.target).await?;
+        let head = table.latest().await?;
+        let previous = match (
+            head.properties().depends_on_previous,
+            self.logical_date.pred_opt(),
+        ) {
+            (true, Some(day)) => Some(head.partition(day).await?.map(|p| p.version)),
+            _ => None,
+        };
         let writer = match &self.stage {
             Some(name) => {
                 table
@@ -167,6 +175,7 @@ impl Run {
             lineage,
             writer,
             derived_id,
+            previous,
         })
     }
 
@@ -201,6 +210,9 @@ pub struct RunContext {
     /// The run id was derived (no explicit id): it is completed at commit
     /// with a fingerprint of the inputs read.
     derived_id: bool,
+    /// In a chain (`depends_on_previous`), the version of the previous
+    /// date's partition when the run started (`Some(None)`: missing).
+    previous: Option<Option<u64>>,
 }
 
 impl RunContext {
@@ -227,7 +239,9 @@ impl RunContext {
         if self.derived_id {
             let identity = identity(
                 self.writer.run().query.as_deref(),
+                &self.lineage.plans(),
                 self.writer.schema().version,
+                self.previous,
                 &self.lineage.data_read(),
             );
             let run = self.writer.run_mut();
@@ -239,10 +253,29 @@ impl RunContext {
     }
 }
 
-/// What a derived run id stands for besides its readable prefix.
-fn identity(query: Option<&str>, schema_version: u32, data_read: &str) -> String {
-    let query = query.map_or("none".to_string(), normalise_whitespace);
-    format!("query: {query}\ntarget schema: {schema_version}\n{data_read}")
+/// What a derived run id stands for besides its readable prefix: the query
+/// text (or, for a job built with the DataFrame API, the plans it ran), the
+/// target's schema version, in a chain the version of the previous date it
+/// builds on, and the data read.
+fn identity(
+    query: Option<&str>,
+    plans: &[String],
+    schema_version: u32,
+    previous: Option<Option<u64>>,
+    data_read: &str,
+) -> String {
+    let what = match query {
+        Some(q) => format!("query: {}", normalise_whitespace(q)),
+        None => format!("plans:\n{}", plans.join("\n")),
+    };
+    let previous = match previous {
+        None => String::new(),
+        Some(v) => format!(
+            "previous date: {}\n",
+            v.map_or("missing".into(), |v| v.to_string())
+        ),
+    };
+    format!("{what}\ntarget schema: {schema_version}\n{previous}{data_read}")
 }
 
 /// `query` with every run of whitespace outside quotes made one space, and

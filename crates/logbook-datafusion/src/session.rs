@@ -10,7 +10,7 @@ use logbook_core::Warehouse;
 use crate::catalog::{AsOfFunction, QueryOptions, SnapshotFunction, WarehouseSchema};
 use crate::error::QueryError;
 use crate::functions::{run_time_functions, wall_clock_refusals, ReplayGuard};
-use crate::lineage::Lineage;
+use crate::lineage::{Lineage, PlanRecorder};
 use crate::pit::with_point_in_time_join;
 
 /// A SQL session over every table of `warehouse`.
@@ -46,6 +46,9 @@ pub async fn session(
         .with_physical_optimizer_rules(with_point_in_time_join());
     if in_run {
         state = state.with_analyzer_rule(Arc::new(ReplayGuard));
+    }
+    if let Some(lineage) = &lineage {
+        state = state.with_analyzer_rule(Arc::new(PlanRecorder(lineage.clone())));
     }
     let ctx = SessionContext::new_with_state(state.build());
     let schema = Arc::new(WarehouseSchema::open(warehouse, options.clone(), lineage).await?);

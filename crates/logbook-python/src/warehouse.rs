@@ -78,9 +78,11 @@ impl Warehouse {
                 let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
                 TableSchema::dimension(name, columns, &keys)
             }
-            _ => return Err(errors::invalid(format!(
+            _ => {
+                return Err(errors::invalid(format!(
                 "table {name}: give either partition_by (a fact table) or scd2_keys (a dimension)"
-            ))),
+            )))
+            }
         }
         .map_err(errors::core)?;
         let properties = TableProperties {

@@ -13,7 +13,7 @@ use logbook_core::{ExpectedPartition, Stage, Table, Warehouse};
 use tokio::task::JoinSet;
 
 use super::status::Range;
-use super::write::EXPECT_ENV;
+use super::write::{expect_env_value, EXPECT_ENV};
 use super::CliError;
 
 #[derive(Debug, clap::Args)]
@@ -25,8 +25,9 @@ pub struct Args {
     /// Shell command run once per date; `{date}` is replaced by the date
     /// (YYYY-MM-DD). It must commit that date through logbook; it runs with
     /// `LOGBOOK_WAREHOUSE` set to this warehouse and `LOGBOOK_EXPECT_VERSION`
-    /// to the date's version when the backfill looked (`logbook write` and
-    /// `logbook run` obey it: a date committed meanwhile is not overwritten).
+    /// to `TABLE@DATE=VERSION`, the date's version when the backfill looked
+    /// (`logbook write` and `logbook run` obey it for that table and date: a
+    /// date committed meanwhile is not overwritten).
     #[arg(long)]
     command: String,
     /// At most this many dates at a time (chains always run one at a time).
@@ -125,9 +126,10 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
                 Some(name) => command
                     .env(logbook_datafusion::run::STAGE_ENV, name)
                     .env_remove(EXPECT_ENV),
-                None => command
-                    .env_remove(logbook_datafusion::run::STAGE_ENV)
-                    .env(EXPECT_ENV, expectation(before).to_string()),
+                None => command.env_remove(logbook_datafusion::run::STAGE_ENV).env(
+                    EXPECT_ENV,
+                    expect_env_value(&args.table, step.date, expectation(before)),
+                ),
             };
             let date = step.date;
             running.spawn(async move {

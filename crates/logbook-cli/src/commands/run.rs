@@ -29,8 +29,9 @@ pub struct Args {
     #[arg(long, env = "LOGBOOK_STAGE")]
     stage: Option<String>,
     /// Commit only if the date is then still at this version (`missing`: never
-    /// committed); otherwise refuse with a conflict. Set by `backfill`.
-    #[arg(long, env = super::write::EXPECT_ENV, value_name = "VERSION|missing")]
+    /// committed); otherwise refuse with a conflict. `backfill` sets it for
+    /// its commands (see `LOGBOOK_EXPECT_VERSION`).
+    #[arg(long, value_name = "VERSION|missing")]
     expect_version: Option<ExpectedPartition>,
 }
 
@@ -45,7 +46,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     if let Some(stage) = &args.stage {
         run = run.stage(stage);
     }
-    if let Some(e) = args.expect_version {
+    if let Some(e) = super::write::expectation(args.expect_version, &args.table, args.date)? {
         run = run.expect(e);
     }
     let info = run.sql(&args.sql).await.map_err(query_err)?;

@@ -32,15 +32,49 @@ pub struct Args {
     #[arg(long, env = "LOGBOOK_STAGE")]
     stage: Option<String>,
     /// Commit only if the date is then still at this version (`missing`: never
-    /// committed); otherwise refuse with a conflict. Set by `backfill`, so a
-    /// date another run commits meanwhile is never overwritten.
-    #[arg(long, env = EXPECT_ENV, value_name = "VERSION|missing")]
+    /// committed); otherwise refuse with a conflict. `backfill` sets it for
+    /// its commands (see `LOGBOOK_EXPECT_VERSION`), so a date another run
+    /// commits meanwhile is never overwritten.
+    #[arg(long, value_name = "VERSION|missing")]
     expect_version: Option<ExpectedPartition>,
 }
 
 /// The environment variable `logbook backfill` sets for the commands it runs:
-/// the version it saw for the date (or `missing`).
+/// `TABLE@DATE=VERSION` (or `=missing`), what it saw for the date it
+/// launched the command for. `write` and `run` obey it for that table and
+/// date only, so other writes in the same command are unaffected.
 pub const EXPECT_ENV: &str = "LOGBOOK_EXPECT_VERSION";
+
+/// The value of [`EXPECT_ENV`] for `table` at `date`.
+pub fn expect_env_value(table: &str, date: NaiveDate, expected: ExpectedPartition) -> String {
+    format!("{table}@{date}={expected}")
+}
+
+/// What a write of `table` at `date` must find: `explicit`, or what the
+/// backfill that launched this command saw.
+pub fn expectation(
+    explicit: Option<ExpectedPartition>,
+    table: &str,
+    date: NaiveDate,
+) -> Result<Option<ExpectedPartition>, CliError> {
+    if explicit.is_some() {
+        return Ok(explicit);
+    }
+    let Ok(value) = std::env::var(EXPECT_ENV) else {
+        return Ok(None);
+    };
+    let parsed = value.split_once('=').and_then(|(target, version)| {
+        let (t, d) = target.rsplit_once('@')?;
+        Some((t, d.parse::<NaiveDate>().ok()?, version.parse().ok()?))
+    });
+    match parsed {
+        Some((t, d, expected)) if t == table && d == date => Ok(Some(expected)),
+        Some(_) => Ok(None),
+        None => Err(CliError::Input(format!(
+            "{EXPECT_ENV}={value:?}: expected TABLE@DATE=VERSION or TABLE@DATE=missing"
+        ))),
+    }
+}
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     let warehouse = match args.max_rows_per_file {
@@ -68,7 +102,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         }
         None => table.replace_partition(args.date, run.clone()).await?,
     };
-    let mut writer = match args.expect_version {
+    let mut writer = match expectation(args.expect_version, table.name(), args.date)? {
         Some(e) => writer.expect(e),
         None => writer,
     };

@@ -115,16 +115,29 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     // referencing it (a replace, a compaction, or an expiry that moved the
     // oldest retained version past it): keep every version that was the
     // latest at some moment since the cutoff, not only those expiry keeps.
-    let oldest = latest
-        .root()
-        .retained_from
-        .min(version_at(inner, latest.version(), cutoff).await?);
-    // Month manifests are shared across versions: read each one once.
+    // The versions readable then include those an expiry since has hidden.
+    let expired_from = latest.root().retained_from;
+    let then = version_at(inner, latest.version(), cutoff).await?;
+    let oldest = match inner.snapshot(then).await {
+        Ok(snap) => snap.root().retained_from.min(expired_from),
+        Err(e) if then < expired_from && gone(&e) => expired_from,
+        Err(e) => return Err(e),
+    };
+    // Month manifests are shared across versions: read each one once. An
+    // expired version whose manifests an earlier vacuum removed is skipped.
     let retained: Vec<crate::Snapshot> = futures::stream::iter(oldest..=latest.version())
-        .map(|v| inner.snapshot(v))
+        .map(|v| async move {
+            match inner.snapshot(v).await {
+                Err(e) if v < expired_from && gone(&e) => Ok(None),
+                other => other.map(Some),
+            }
+        })
         .buffered(8)
-        .try_collect()
-        .await?;
+        .try_collect::<Vec<_>>()
+        .await?
+        .into_iter()
+        .flatten()
+        .collect();
     let mut months_seen: HashSet<String> = HashSet::new();
     for snap in &retained {
         keep.insert(snap.entry().manifest.clone());
@@ -161,6 +174,21 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     if options.dry_run || report.deleted.is_empty() {
         return Ok(report);
     }
+    // A writer that stalled may have refreshed its marker since the listing
+    // above (and then checked its files): look again just before deleting.
+    let refreshed = intent::list(inner)
+        .await?
+        .into_iter()
+        .filter(|listed| listed.modified_ms >= cutoff)
+        .collect::<Vec<_>>();
+    let live: Vec<String> = refreshed
+        .iter()
+        .flat_map(|l| l.marker.staging_dirs().map(|d| format!("{d}/")))
+        .collect();
+    report
+        .deleted
+        .retain(|rel| !live.iter().any(|d| rel.starts_with(d.as_str())));
+    stale_markers.retain(|path| !refreshed.iter().any(|l| &l.path == path));
     delete_files(inner, &report.deleted).await;
     delete_files(inner, &stale_markers).await;
     let run = RunInfo::new(format!("vacuum-{}", inner.options.ids.next_id()));
@@ -178,6 +206,14 @@ async fn list(table: &Table, prefix: &str) -> Result<Vec<ObjectMeta>> {
         .try_collect()
         .await
         .map_err(|e| Error::storage(prefix, e))
+}
+
+/// A snapshot that cannot be read because its metadata is gone.
+fn gone(e: &Error) -> bool {
+    matches!(
+        e.kind(),
+        crate::ErrorKind::NotFound | crate::ErrorKind::Corrupt
+    )
 }
 
 /// The store's current time: the modification time of a small object
@@ -261,7 +297,7 @@ async fn staged_files(table: &Table) -> Result<HashSet<String>> {
             staged
                 .into_iter()
                 .flatten()
-                .filter(|p| p.stage_id == info.id)
+                .filter(|p| p.stage_id.is_none() || p.stage_id == info.id)
                 .flat_map(|p| p.files.into_iter().map(|f| f.path)),
         );
     }
