@@ -1,0 +1,166 @@
+"""pylogbook as a pipeline job and a notebook use it: writes by logical
+date, runs with lineage, reads by pyarrow, polars and DuckDB, status and
+errors."""
+
+import datetime as dt
+
+import duckdb
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pytest
+
+import pylogbook as lb
+from conftest import ORDERS, REVENUE_SQL, day, orders_on
+
+
+def rows(table, d=None):
+    t = table.to_arrow(dates=None if d is None else [d])
+    return sorted(zip(*[t.column(c).to_pylist() for c in t.column_names]))
+
+
+def test_replace_is_atomic_idempotent_and_keeps_other_dates(wh):
+    orders = wh.table("orders")
+    first = orders.replace_partition("2026-03-15", orders_on("2026-03-15", ("a",), (1.0,)), run_id="fix-1")
+    assert not first.already_committed
+    again = orders.replace_partition("2026-03-15", orders_on("2026-03-15", ("a",), (1.0,)), run_id="fix-1")
+    assert again.already_committed and again.version == first.version
+    assert [p["date"] for p in orders.partitions()] == ["2026-03-14", "2026-03-15", "2026-03-16"]
+    assert orders.to_arrow(dates=["2026-03-15"]).num_rows == 1
+    assert orders.to_arrow(dates=["2026-03-14"]).num_rows == 3
+    # Time travel: the version before the fix still has three rows that day.
+    assert orders.to_arrow(version=first.version - 1, dates=[day("2026-03-15")]).num_rows == 3
+
+
+def test_every_dataframe_kind_goes_in_streamed(wh):
+    orders = wh.table("orders")
+    data = orders_on("2026-03-17")
+    orders.replace_partition("2026-03-17", pa.RecordBatchReader.from_batches(ORDERS, data.to_batches()))
+    orders.replace_partition("2026-03-18", pl.from_arrow(orders_on("2026-03-18")))
+    orders.replace_partition("2026-03-19", orders_on("2026-03-19").to_pandas())
+    rel = duckdb.sql(
+        "SELECT DATE '2026-03-20' AS date, 1::BIGINT AS order_id, 'c-17' AS customer, 2.5::DOUBLE AS amount"
+    )
+    orders.replace_partition("2026-03-20", rel)
+    got = {p["date"]: p["rows"] for p in orders.partitions()}
+    assert got["2026-03-17"] == 3 and got["2026-03-18"] == 3 and got["2026-03-19"] == 3 and got["2026-03-20"] == 1
+
+
+def test_bad_input_is_refused_naming_the_table_and_date_and_commits_nothing(wh):
+    orders = wh.table("orders")
+    before = orders.latest_version()
+    with pytest.raises(lb.InvalidInputError, match=r"orders.*2026-03-17"):
+        orders.replace_partition("2026-03-17", orders_on("2026-03-15"))
+    with pytest.raises(lb.InvalidInputError, match="amount"):
+        orders.replace_partition("2026-03-17", pa.table({"date": [day("2026-03-17")], "order_id": [1], "customer": ["x"]}))
+    with pytest.raises(lb.InvalidInputError, match="not a date"):
+        orders.replace_partition("15/03/2026", orders_on("2026-03-15"))
+    with pytest.raises(lb.InvalidInputError, match="datetime"):
+        orders.replace_partition(dt.datetime(2026, 3, 17, 12), orders_on("2026-03-17"))
+    with pytest.raises(lb.NotFoundError, match="nope"):
+        wh.table("nope")
+    assert orders.latest_version() == before
+    assert orders.to_pyarrow_dataset().count_rows() == 9, "no file of a refused write is live"
+
+
+def test_a_run_reads_dimensions_as_of_its_date_and_records_lineage(wh):
+    with wh.run("revenue", "2026-03-15", code_version="v1") as run:
+        run.write(run.sql(REVENUE_SQL))
+    assert not run.info.already_committed
+    revenue = wh.table("revenue")
+    assert rows(revenue) == [(day("2026-03-15"), "Berlin", 11.5), (day("2026-03-15"), "Hamburg", 5.0)]
+    part = revenue.partitions()[0]
+    assert part["dimensions"] == "as-of" and part["code_version"] == "v1"
+    assert part["run_id"] == run.info.run_id
+    assert {i["table"] for i in part["inputs"]} == {"orders", "customers"}
+    # The same run on the same data commits nothing.
+    with wh.run("revenue", "2026-03-15", code_version="v1") as again:
+        again.write(again.sql(REVENUE_SQL))
+    assert again.info.already_committed and again.info.run_id == run.info.run_id
+    # Restated: today's dimensions put c-17 in Munich.
+    with wh.run("revenue", "2026-03-15", dimensions="current", code_version="v1") as restated:
+        restated.write(restated.sql(REVENUE_SQL))
+    assert ("Munich" in [r[1] for r in rows(revenue)]) and not restated.info.already_committed
+
+
+def test_an_exception_inside_a_run_aborts_it(wh):
+    revenue = wh.table("revenue")
+    before = revenue.latest_version()
+    with pytest.raises(RuntimeError):
+        with wh.run("revenue", "2026-03-15") as run:
+            run.write(run.sql(REVENUE_SQL))
+            raise RuntimeError("the job failed")
+    assert revenue.latest_version() == before
+    assert revenue.partitions() == []
+
+
+def test_the_wall_clock_and_random_are_refused_inside_a_run(wh):
+    with pytest.raises(lb.SqlError, match="logical_date"):
+        with wh.run("revenue", "2026-03-15") as run:
+            run.sql("SELECT now()")
+    with pytest.raises(lb.SqlError, match="replayed"):
+        with wh.run("revenue", "2026-03-15") as run:
+            pa.table(run.sql("SELECT random() AS r"))
+
+
+def test_results_stream_into_pyarrow_polars_and_duckdb(wh):
+    q = "SELECT customer, sum(amount) AS total FROM orders GROUP BY customer ORDER BY customer"
+    t = pa.table(wh.sql(q))
+    assert t.column("customer").to_pylist() == ["c-04", "c-17"]
+    assert pl.DataFrame(wh.sql(q))["total"].to_list() == [15.0, 34.5]
+    reader = wh.sql(q)
+    assert duckdb.sql("SELECT count(*) FROM reader").fetchall()[0][0] == 2
+    # As of a date and pinned to a version.
+    asof = pa.table(wh.sql("SELECT region FROM customers WHERE customer = 'c-17'", logical_date="2026-03-21"))
+    assert asof.column("region").to_pylist() == ["Munich"]
+    pinned = pa.table(wh.sql("SELECT count(*) AS n FROM orders", versions={"orders": 1}))
+    assert pinned.column("n").to_pylist() == [3]
+
+
+def test_the_live_files_as_a_dataset_for_other_engines(wh):
+    orders = wh.table("orders")
+    orders.replace_partition("2026-03-15", orders_on("2026-03-15", ("a",), (1.0,)))
+    dataset = orders.to_pyarrow_dataset()
+    assert dataset.count_rows() == 7, "only the live files, not the superseded ones"
+    assert duckdb.sql("SELECT sum(amount) FROM dataset").fetchall()[0][0] == pytest.approx(2 * 16.5 + 1.0)
+    old = orders.to_pyarrow_dataset(version=3)
+    assert old.count_rows() == 9
+
+
+def test_status_plan_and_log_are_the_clis_json(wh):
+    for d in ("2026-03-14", "2026-03-15", "2026-03-16"):
+        with wh.run("revenue", d, code_version="v1") as run:
+            run.write(run.sql(REVENUE_SQL))
+    orders = wh.table("orders")
+    orders.replace_partition("2026-03-15", orders_on("2026-03-15", ("c-04",), (7.0,)))
+    status = wh.status("revenue", end="2026-03-16")
+    states = {s["date"]: s["state"] for s in status}
+    assert states == {"2026-03-14": "complete", "2026-03-15": "stale", "2026-03-16": "complete"}
+    reason = [s for s in status if s["date"] == "2026-03-15"][0]["reasons"][0]
+    assert reason["reason"] == "input" and reason["table"] == "orders" and reason["change"] == "replaced"
+    plan = wh.plan("revenue", end="2026-03-16")
+    assert [s["date"] for s in plan["steps"]] == ["2026-03-15"]
+    log = wh.log("orders")
+    assert log[0]["operation"] == "create_table" and log[-1]["operation"] == "replace_partitions"
+
+
+def test_a_backfill_expectation_refuses_a_date_that_moved(wh):
+    orders = wh.table("orders")
+    current = orders.partitions()[1]["version"]
+    orders.replace_partition("2026-03-15", orders_on("2026-03-15"), expect_version=current)
+    with pytest.raises(lb.ConflictError, match="2026-03-15"):
+        orders.replace_partition("2026-03-15", orders_on("2026-03-15"), expect_version=current)
+    orders.replace_partition("2026-03-21", orders_on("2026-03-21"), expect_version="missing")
+
+
+def test_dimension_changes_deletes_and_snapshots(wh):
+    cust = wh.table("customers")
+    cust.apply_deletes("2026-03-25", pa.table({"customer": ["c-04"]}))
+    cust.apply_snapshot("2026-04-01", pa.table({"customer": ["c-17", "c-99"], "region": ["Munich", "Bonn"]}))
+    at = lambda d: sorted(  # noqa: E731
+        pa.table(wh.sql(f"SELECT customer, region FROM asof('customers', DATE '{d}')")).to_pylist(),
+        key=lambda r: r["customer"],
+    )
+    assert at("2026-03-01") == [{"customer": "c-04", "region": "Hamburg"}, {"customer": "c-17", "region": "Berlin"}]
+    assert at("2026-03-26") == [{"customer": "c-17", "region": "Munich"}]
+    assert at("2026-04-02") == [{"customer": "c-17", "region": "Munich"}, {"customer": "c-99", "region": "Bonn"}]
