@@ -26,7 +26,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 unpacked="$work/pylogbook-$version"
 mkdir -p "$unpacked/pylogbook" "$unpacked/pylogbook-$version.dist-info"
-cp crates/logbook-python/python/pylogbook/*.py "$unpacked/pylogbook/"
+cp crates/logbook-python/python/pylogbook/*.py crates/logbook-python/python/pylogbook/*.pyi crates/logbook-python/python/pylogbook/py.typed "$unpacked/pylogbook/"
 # Debug info is most of a debug build's size; the wheel does not need it.
 objcopy --strip-debug "$target/debug/lib_native.so" "$unpacked/pylogbook/_native.abi3.so"
 cat > "$unpacked/pylogbook-$version.dist-info/METADATA" <<META

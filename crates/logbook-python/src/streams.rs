@@ -31,6 +31,8 @@ pub(crate) fn write_all(
     let reader = data.into_reader()?;
     let mut rows = 0;
     for batch in reader {
+        // Ctrl-C between batches: the caller aborts the write.
+        py.check_signals()?;
         let batch = batch.map_err(|e| errors::invalid(format!("reading the input: {e}")))?;
         rows += batch.num_rows() as u64;
         wait(py, || writer.write(&batch)).map_err(errors::core)?;
