@@ -25,6 +25,12 @@ fn one_hour() -> VacuumOptions {
     }
 }
 
+/// Table `t`, writing files of at most 2 rows.
+async fn tiny_table(wh: &logbook::Warehouse) -> Table {
+    let schema = logbook::TableSchema::parse_spec("t", SPEC, "date").unwrap();
+    tiny_files(wh).create_table("t", schema).await.unwrap()
+}
+
 async fn assert_whole(t: &Table, what: &str) {
     let report = check(t, &t.latest().await.unwrap(), CheckDepth::Full)
         .await
@@ -66,13 +72,7 @@ async fn a_vacuum_during_a_compaction_keeps_the_files_it_is_writing() {
 #[tokio::test]
 async fn a_writer_stalled_past_the_retention_refuses_to_commit_vacuumed_files() {
     let (wh, clock) = aged_warehouse();
-    let t = tiny_files(&wh)
-        .create_table(
-            "t",
-            logbook::TableSchema::parse_spec("t", SPEC, "date").unwrap(),
-        )
-        .await
-        .unwrap();
+    let t = tiny_table(&wh).await;
     let d = date("2026-03-15");
     let mut w = t.replace_partition(d, RunInfo::new("slow")).await.unwrap();
     w.write(&batch(d, 0..6, "slow")).await.unwrap();
@@ -97,14 +97,7 @@ async fn a_writer_stalled_past_the_retention_refuses_to_commit_vacuumed_files() 
 #[tokio::test]
 async fn two_writers_with_the_same_run_id_keep_their_own_files() {
     let (wh, clock) = aged_warehouse();
-    let tiny = tiny_files(&wh);
-    let t = tiny
-        .create_table(
-            "t",
-            logbook::TableSchema::parse_spec("t", SPEC, "date").unwrap(),
-        )
-        .await
-        .unwrap();
+    let t = tiny_table(&wh).await;
     let d = date("2026-03-15");
     let mut w1 = t.replace_partition(d, RunInfo::new("same")).await.unwrap();
     let mut w2 = t.replace_partition(d, RunInfo::new("same")).await.unwrap();
@@ -210,13 +203,7 @@ async fn a_rewrite_dropped_by_a_lost_commit_attempt_is_reported_and_discarded() 
 #[tokio::test]
 async fn a_writer_that_stalls_mid_stream_fails_once_its_files_were_vacuumed() {
     let (wh, clock) = aged_warehouse();
-    let t = tiny_files(&wh)
-        .create_table(
-            "t",
-            logbook::TableSchema::parse_spec("t", SPEC, "date").unwrap(),
-        )
-        .await
-        .unwrap();
+    let t = tiny_table(&wh).await;
     let d = date("2026-03-15");
     let mut w = t.replace_partition(d, RunInfo::new("slow")).await.unwrap();
     w.write(&batch(d, 0..6, "slow")).await.unwrap();

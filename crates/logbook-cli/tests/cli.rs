@@ -485,8 +485,8 @@ fn a_chain_backfills_in_order_stops_at_a_failure_and_resumes() {
         .all(|(_, s)| s == "complete"));
 }
 
-#[test]
-fn a_date_the_scheduled_run_commits_during_a_backfill_is_skipped_not_overwritten() {
+/// A warehouse with table `daily` (`date`, `n`) scheduled from 2026-03-01.
+fn daily_warehouse() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let wh = dir.path().join("wh");
     ok(&logbook(
@@ -502,6 +502,12 @@ fn a_date_the_scheduled_run_commits_during_a_backfill_is_skipped_not_overwritten
             "2026-03-01",
         ],
     ));
+    (dir, wh)
+}
+
+#[test]
+fn a_date_the_scheduled_run_commits_during_a_backfill_is_skipped_not_overwritten() {
+    let (dir, wh) = daily_warehouse();
     // While the backfill does March 1, tonight's scheduled run commits March 3.
     let prod = dir.path().join("prod.csv");
     std::fs::write(&prod, "date,n\n2026-03-03,42\n").unwrap();
@@ -533,21 +539,7 @@ fn a_date_the_scheduled_run_commits_during_a_backfill_is_skipped_not_overwritten
 
 #[test]
 fn a_production_write_between_the_backfills_check_and_its_commit_wins() {
-    let dir = tempfile::tempdir().unwrap();
-    let wh = dir.path().join("wh");
-    ok(&logbook(
-        &wh,
-        &[
-            "create",
-            "daily",
-            "--schema",
-            "date:date,n:int64",
-            "--partition-by",
-            "date",
-            "--schedule-start",
-            "2026-03-01",
-        ],
-    ));
+    let (dir, wh) = daily_warehouse();
     // The backfill has checked March 2 and launched its command; before the
     // command's own write starts, tonight's scheduled run (another process,
     // without the backfill's expectation) commits March 2.
@@ -716,21 +708,7 @@ fn check_names_a_damaged_file_and_status_marks_its_date_corrupt() {
 
 #[test]
 fn a_staged_backfill_is_audited_then_published_in_one_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let wh = dir.path().join("wh");
-    ok(&logbook(
-        &wh,
-        &[
-            "create",
-            "daily",
-            "--schema",
-            "date:date,n:int64",
-            "--partition-by",
-            "date",
-            "--schedule-start",
-            "2026-03-01",
-        ],
-    ));
+    let (dir, wh) = daily_warehouse();
     let first = backfill_command(dir.path(), "daily", 1, None);
     ok(&logbook(
         &wh,
@@ -962,21 +940,7 @@ fn adding_a_column_is_logged_shown_by_schema_and_stales_older_dates() {
 #[cfg(unix)]
 #[test]
 fn ctrl_c_stops_launching_dates_and_lets_the_running_one_finish() {
-    let dir = tempfile::tempdir().unwrap();
-    let wh = dir.path().join("wh");
-    ok(&logbook(
-        &wh,
-        &[
-            "create",
-            "daily",
-            "--schema",
-            "date:date,n:int64",
-            "--partition-by",
-            "date",
-            "--schedule-start",
-            "2026-03-01",
-        ],
-    ));
+    let (dir, wh) = daily_warehouse();
     let started = dir.path().join("started");
     let cmd = format!(
         "touch {} && sleep 1 && {}",

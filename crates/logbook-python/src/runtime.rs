@@ -28,8 +28,8 @@ where
     py.detach(|| runtime().block_on(make()))
 }
 
-/// Run `f` to completion from a thread that does not hold the GIL (a
-/// consumer pulling an exported stream).
-pub(crate) fn wait_detached<F: Future>(f: F) -> F::Output {
+/// Run `f` to completion on the calling thread, leaving the GIL as it is
+/// (a consumer pulling an exported stream).
+pub(crate) fn wait_here<F: Future>(f: F) -> F::Output {
     runtime().block_on(f)
 }

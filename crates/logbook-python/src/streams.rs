@@ -20,7 +20,7 @@ use pyo3_arrow::input::AnyRecordBatch;
 use pyo3_arrow::PyRecordBatchReader;
 
 use crate::errors;
-use crate::runtime::{wait, wait_detached};
+use crate::runtime::{wait, wait_here};
 
 /// Stream every batch of `data` into `writer`; the number of rows written.
 pub(crate) fn write_all(
@@ -77,9 +77,10 @@ where
     type Item = Result<RecordBatch, ArrowError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        // The consumer may hold the GIL; the plan does not need it.
-        let stream = &mut self.stream;
-        let next = Python::attach(|py| py.detach(|| wait_detached(stream.next())))?;
+        // Called by the consumer on whatever thread it reads from, with or
+        // without the GIL: the plan never needs the GIL, and taking it here
+        // could deadlock a consumer whose caller holds it while it waits.
+        let next = wait_here(self.stream.next())?;
         Some(
             next.map_err(|e| ArrowError::ExternalError(Box::new(e)))
                 .and_then(|b| plain_batch(&self.schema, b)),

@@ -107,12 +107,7 @@ impl Table {
         data: AnyRecordBatch,
         run_id: Option<String>,
     ) -> PyResult<(u64, usize)> {
-        let date = parse_date("date", date)?;
-        let batches = streams::collect(data)?;
-        let run = RunInfo::new(run_id.unwrap_or_else(|| fresh_run_id(date)));
-        let done =
-            wait(py, || self.inner.apply_changes(date, &batches, run)).map_err(errors::core)?;
-        Ok((done.version, done.changed_keys))
+        self.apply(py, Change::Upsert, date, data, run_id)
     }
 
     /// End the intervals of the keys in `keys` at `date`.
@@ -124,12 +119,7 @@ impl Table {
         keys: AnyRecordBatch,
         run_id: Option<String>,
     ) -> PyResult<(u64, usize)> {
-        let date = parse_date("date", date)?;
-        let batches = streams::collect(keys)?;
-        let run = RunInfo::new(run_id.unwrap_or_else(|| fresh_run_id(date)));
-        let done =
-            wait(py, || self.inner.apply_deletes(date, &batches, run)).map_err(errors::core)?;
-        Ok((done.version, done.changed_keys))
+        self.apply(py, Change::Delete, date, keys, run_id)
     }
 
     /// Make `data` the whole dimension from `date` on (keys absent end).
@@ -141,12 +131,7 @@ impl Table {
         data: AnyRecordBatch,
         run_id: Option<String>,
     ) -> PyResult<(u64, usize)> {
-        let date = parse_date("date", date)?;
-        let batches = streams::collect(data)?;
-        let run = RunInfo::new(run_id.unwrap_or_else(|| fresh_run_id(date)));
-        let done =
-            wait(py, || self.inner.apply_snapshot(date, &batches, run)).map_err(errors::core)?;
-        Ok((done.version, done.changed_keys))
+        self.apply(py, Change::Snapshot, date, data, run_id)
     }
 
     /// The partitions at `version`, as JSON (what `logbook partitions
@@ -186,7 +171,38 @@ impl Table {
     }
 }
 
+/// Which dimension change a call makes.
+#[derive(Clone, Copy)]
+enum Change {
+    Upsert,
+    Delete,
+    Snapshot,
+}
+
 impl Table {
+    fn apply(
+        &self,
+        py: Python<'_>,
+        change: Change,
+        date: &str,
+        data: AnyRecordBatch,
+        run_id: Option<String>,
+    ) -> PyResult<(u64, usize)> {
+        let date = parse_date("date", date)?;
+        let batches = streams::collect(data)?;
+        let run = RunInfo::new(run_id.unwrap_or_else(|| fresh_run_id(date)));
+        let t = &self.inner;
+        let done = wait(py, || async move {
+            match change {
+                Change::Upsert => t.apply_changes(date, &batches, run).await,
+                Change::Delete => t.apply_deletes(date, &batches, run).await,
+                Change::Snapshot => t.apply_snapshot(date, &batches, run).await,
+            }
+        })
+        .map_err(errors::core)?;
+        Ok((done.version, done.changed_keys))
+    }
+
     async fn live_files(
         &self,
         version: Option<u64>,
