@@ -89,6 +89,12 @@ pub(crate) async fn beat(table: &TableInner, marker: &RunMarker) {
     }
 }
 
+/// Write (or refresh) the marker, reporting failure: a writer back from a
+/// pause must know its marker protects its files again.
+pub(crate) async fn beat_strict(table: &TableInner, marker: &RunMarker) -> Result<()> {
+    table.put_json(&marker.path(), marker).await
+}
+
 /// Remove the marker of a finished write.
 pub(crate) async fn clear(table: &TableInner, marker: &RunMarker) {
     let path = table.location.path(&marker.path());

@@ -12,7 +12,7 @@
 //! Readers never see a stage. [`Stage::publish`] commits every staged date in
 //! one commit (readers see all dates change at once), refusing if any staged
 //! date was replaced on the main line after the stage began, unless forced.
-//! [`Stage::drop_stage`] deletes the staged files and the record.
+//! [`Stage::drop_stage`] forgets the record; vacuum deletes the files.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -202,12 +202,12 @@ impl Stage {
             .buffered(16)
             .try_collect()
             .await?;
-        // Records of an earlier stage of the same name are leftovers
-        // (records without an id were written by an older logbook).
+        // Records of an earlier stage of the same name are leftovers (a
+        // stage and its records from an older logbook both have no id).
         let mut staged: Vec<StagedPartition> = staged
             .into_iter()
             .flatten()
-            .filter(|p| p.stage_id.is_none() || p.stage_id == self.info.id)
+            .filter(|p| p.stage_id == self.info.id)
             .collect();
         staged.sort_by_key(|p| p.date);
         Ok(staged)
@@ -343,36 +343,13 @@ impl Stage {
         Ok(())
     }
 
-    /// Discard the stage: delete its staged files and its record.
-    ///
-    /// If the stage was in fact published (its clean-up did not finish), its
-    /// files are the table's now: only the record is forgotten, and the
-    /// files are left to vacuum, which keeps what retained versions need.
+    /// Discard the stage: forget its records. The staged files are left to
+    /// vacuum (they are unreferenced, so it deletes them once older than the
+    /// retention): a publish racing the drop may have made them the table's,
+    /// and only vacuum, reading the snapshots, can tell.
     pub async fn drop_stage(self) -> Result<usize> {
         let staged = self.partitions().await?;
-        // Forget first, then look: a publish that landed before this point
-        // is in the log, and one after it finds no records to publish.
         self.forget(staged.iter().map(|p| p.date)).await;
-        if landed_publish(&self.table.inner, &self.info)
-            .await?
-            .is_none()
-        {
-            let latest = self.table.latest().await?;
-            let mut files = Vec::new();
-            for p in &staged {
-                let live: Vec<String> = match latest.partition(p.date).await? {
-                    Some(now) => now.files.into_iter().map(|f| f.path).collect(),
-                    None => vec![],
-                };
-                files.extend(
-                    p.files
-                        .iter()
-                        .map(|f| f.path.clone())
-                        .filter(|f| !live.contains(f)),
-                );
-            }
-            delete_files(&self.table.inner, &files).await;
-        }
         Ok(staged.len())
     }
 

@@ -127,10 +127,13 @@ impl PartitionWriter {
             return Ok(());
         }
         self.marker.heartbeat_ms = now;
-        intent::beat(&self.table, &self.marker).await;
         if now - last < MIN_RETENTION_MS / 2 {
+            intent::beat(&self.table, &self.marker).await;
             return Ok(());
         }
+        // Back from a long pause: the marker must protect the files again
+        // before they are checked, or a vacuum could still take them.
+        intent::beat_strict(&self.table, &self.marker).await?;
         let store = self.table.location.store();
         for file in self.staged.written().to_vec() {
             match store.head(&self.table.location.path(&file.path)).await {

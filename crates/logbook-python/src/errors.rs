@@ -6,6 +6,9 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
 use logbook_core::ErrorKind;
+use std::sync::Arc;
+
+use arrow_schema::ArrowError;
 use logbook_datafusion::datafusion::error::DataFusionError;
 use logbook_datafusion::QueryError;
 
@@ -95,15 +98,50 @@ pub(crate) fn query(e: QueryError) -> PyErr {
     }
 }
 
-/// A DataFusion error; one that wraps a logbook error keeps its kind.
+/// A DataFusion error; one that wraps a logbook error keeps its kind, and
+/// a storage error is transient.
 pub(crate) fn sql(e: DataFusionError) -> PyErr {
     match e {
-        DataFusionError::External(inner) => match inner.downcast::<logbook_core::Error>() {
-            Ok(e) => core(*e),
-            Err(inner) => SqlError::new_err(inner.to_string()),
-        },
+        DataFusionError::External(inner) => boxed("the query", inner),
         DataFusionError::Context(_, inner) => sql(*inner),
+        DataFusionError::Shared(inner) => match Arc::try_unwrap(inner) {
+            Ok(e) => sql(e),
+            Err(shared) => SqlError::new_err(shared.to_string()),
+        },
+        DataFusionError::ArrowError(inner, _) => arrow("the query", *inner),
+        e @ (DataFusionError::ObjectStore(_) | DataFusionError::IoError(_)) => {
+            TransientError::new_err(e.to_string())
+        }
         other => SqlError::new_err(other.to_string()),
+    }
+}
+
+/// An Arrow error while doing `what`: one that wraps a logbook or DataFusion
+/// error keeps its kind; I/O is transient; bad data is invalid input.
+pub(crate) fn arrow(what: &str, e: ArrowError) -> PyErr {
+    match e {
+        ArrowError::ExternalError(inner) => boxed(what, inner),
+        e @ ArrowError::IoError(..) => TransientError::new_err(format!("{what}: {e}")),
+        e @ (ArrowError::SchemaError(_)
+        | ArrowError::CastError(_)
+        | ArrowError::InvalidArgumentError(_)
+        | ArrowError::ParseError(_)) => InvalidInputError::new_err(format!("{what}: {e}")),
+        other => LogbookError::new_err(format!("{what}: {other}")),
+    }
+}
+
+fn boxed(what: &str, inner: Box<dyn std::error::Error + Send + Sync>) -> PyErr {
+    let inner = match inner.downcast::<logbook_core::Error>() {
+        Ok(e) => return core(*e),
+        Err(inner) => inner,
+    };
+    let inner = match inner.downcast::<DataFusionError>() {
+        Ok(e) => return sql(*e),
+        Err(inner) => inner,
+    };
+    match inner.downcast::<ArrowError>() {
+        Ok(e) => arrow(what, *e),
+        Err(inner) => LogbookError::new_err(format!("{what}: {inner}")),
     }
 }
 

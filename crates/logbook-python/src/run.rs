@@ -3,7 +3,7 @@
 //! partition when it commits (the `with` block of the Python layer commits
 //! on success and aborts on an exception).
 
-use std::sync::Mutex;
+use std::sync::{Mutex, TryLockError};
 
 use logbook_datafusion::run::RunContext;
 use pyo3::prelude::*;
@@ -27,8 +27,21 @@ impl Run {
         }
     }
 
+    /// The run, for one call at a time: a second thread using the same run
+    /// meanwhile is refused (waiting for the lock while holding the GIL
+    /// could deadlock with the first, which needs the GIL back).
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Option<RunContext>>> {
+        match self.context.try_lock() {
+            Ok(guard) => Ok(guard),
+            Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(TryLockError::WouldBlock) => Err(errors::invalid(
+                "this run is in use by another thread; use one run per thread",
+            )),
+        }
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut RunContext) -> PyResult<T>) -> PyResult<T> {
-        let mut guard = self.context.lock().expect("run lock");
+        let mut guard = self.lock()?;
         match guard.as_mut() {
             Some(rc) => f(rc),
             None => Err(errors::invalid(
@@ -38,9 +51,7 @@ impl Run {
     }
 
     fn take(&self) -> PyResult<RunContext> {
-        self.context
-            .lock()
-            .expect("run lock")
+        self.lock()?
             .take()
             .ok_or_else(|| errors::invalid("this run has already committed or aborted"))
     }
@@ -71,8 +82,16 @@ impl Run {
 
     /// Append the rows of `data` (streamed) to the partition being written.
     /// Returns the rows written.
+    /// A failed write aborts the run: batches already written cannot be
+    /// taken back, so committing or writing again would keep part of it.
     fn write(&self, py: Python<'_>, data: AnyRecordBatch) -> PyResult<u64> {
-        self.with(|rc| streams::write_all(py, &mut rc.writer, data))
+        let written = self.with(|rc| streams::write_all(py, &mut rc.writer, data));
+        if written.is_err() {
+            if let Ok(rc) = self.take() {
+                let _ = wait(py, || rc.writer.abort());
+            }
+        }
+        written
     }
 
     /// Commit the partition with the run's lineage. Returns `(version,
@@ -87,5 +106,21 @@ impl Run {
     fn abort(&self, py: Python<'_>) -> PyResult<()> {
         let rc = self.take()?;
         wait(py, || rc.writer.abort()).map_err(errors::core)
+    }
+}
+
+impl Drop for Run {
+    /// A run dropped without commit or abort (the Python object collected,
+    /// an exception before `with`) is aborted, so its intent marker does not
+    /// show the date as Running until it times out.
+    fn drop(&mut self) {
+        let context = self
+            .context
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(rc) = context {
+            let _ = crate::runtime::wait_here(rc.writer.abort());
+        }
     }
 }

@@ -28,12 +28,18 @@ pub(crate) fn write_all(
     writer: &mut PartitionWriter,
     data: AnyRecordBatch,
 ) -> PyResult<u64> {
-    let reader = data.into_reader()?;
+    let mut reader = data.into_reader()?;
     let mut rows = 0;
-    for batch in reader {
+    loop {
         // Ctrl-C between batches: the caller aborts the write.
         py.check_signals()?;
-        let batch = batch.map_err(|e| errors::invalid(format!("reading the input: {e}")))?;
+        // Pulled without the GIL: a producer that needs it (a Python
+        // generator behind pyarrow) takes it itself, and a query computing
+        // the batch (our own `sql()` results) lets other threads run.
+        let Some(batch) = py.detach(|| reader.next()) else {
+            break;
+        };
+        let batch = batch.map_err(|e| errors::arrow("reading the input", e))?;
         rows += batch.num_rows() as u64;
         wait(py, || writer.write(&batch)).map_err(errors::core)?;
     }
@@ -44,7 +50,7 @@ pub(crate) fn write_all(
 pub(crate) fn collect(data: AnyRecordBatch) -> PyResult<Vec<RecordBatch>> {
     data.into_reader()?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| errors::invalid(format!("reading the input: {e}")))
+        .map_err(|e| errors::arrow("reading the input", e))
 }
 
 /// A DataFusion stream as a Python `RecordBatchReader` (it exports
@@ -80,7 +86,19 @@ where
         // Called by the consumer on whatever thread it reads from, with or
         // without the GIL: the plan never needs the GIL, and taking it here
         // could deadlock a consumer whose caller holds it while it waits.
-        let next = wait_here(self.stream.next())?;
+        // A panic must not cross the C stream interface (it would abort
+        // the process): it becomes an error of this stream.
+        let stream = &mut self.stream;
+        let next =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| wait_here(stream.next())));
+        let next = match next {
+            Ok(next) => next?,
+            Err(_) => {
+                return Some(Err(ArrowError::ComputeError(
+                    "pylogbook: reading the stream panicked".into(),
+                )))
+            }
+        };
         Some(
             next.map_err(|e| ArrowError::ExternalError(Box::new(e)))
                 .and_then(|b| plain_batch(&self.schema, b)),

@@ -64,7 +64,10 @@ impl Table {
 
     /// Replace the partition of `date` with the rows of `data`, streamed,
     /// in one atomic commit. Returns `(version, already_committed)`.
-    #[pyo3(signature = (date, data, run_id=None, code_version=None, job=None, expect_version=None))]
+    /// In stage `stage`, the partition is staged instead (published later
+    /// with `logbook stage publish`). Returns `(version, already_committed,
+    /// run_id)`.
+    #[pyo3(signature = (date, data, run_id=None, code_version=None, job=None, expect_version=None, stage=None))]
     #[allow(clippy::too_many_arguments)]
     fn replace_partition(
         &self,
@@ -75,8 +78,12 @@ impl Table {
         code_version: Option<String>,
         job: Option<String>,
         expect_version: Option<&str>,
-    ) -> PyResult<(u64, bool)> {
+        stage: Option<String>,
+    ) -> PyResult<(u64, bool, String)> {
         let date = parse_date("date", date)?;
+        let expected = expect_version
+            .map(|e| e.parse::<ExpectedPartition>().map_err(errors::invalid))
+            .transpose()?;
         let run = RunInfo {
             run_id: run_id.unwrap_or_else(|| fresh_run_id(date)),
             code_version,
@@ -84,17 +91,24 @@ impl Table {
             logical_date: Some(date),
             ..RunInfo::default()
         };
-        let mut writer =
-            wait(py, || self.inner.replace_partition(date, run)).map_err(errors::core)?;
-        if let Some(e) = expect_version {
-            writer = writer.expect(e.parse::<ExpectedPartition>().map_err(errors::invalid)?);
+        let run_id = run.run_id.clone();
+        let t = &self.inner;
+        let mut writer = wait(py, || async move {
+            match stage {
+                Some(name) => t.stage(&name).await?.replace_partition(date, run).await,
+                None => t.replace_partition(date, run).await,
+            }
+        })
+        .map_err(errors::core)?;
+        if let Some(e) = expected {
+            writer = writer.expect(e);
         }
         if let Err(e) = streams::write_all(py, &mut writer, data) {
             wait(py, || writer.abort()).map_err(errors::core)?;
             return Err(e);
         }
         let info = wait(py, || writer.commit()).map_err(errors::core)?;
-        Ok((info.version, info.already_committed))
+        Ok((info.version, info.already_committed, run_id))
     }
 
     /// Upsert rows of a dimension effective `date`. Returns

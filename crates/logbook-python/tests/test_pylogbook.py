@@ -164,3 +164,29 @@ def test_dimension_changes_deletes_and_snapshots(wh):
     assert at("2026-03-01") == [{"customer": "c-04", "region": "Hamburg"}, {"customer": "c-17", "region": "Berlin"}]
     assert at("2026-03-26") == [{"customer": "c-17", "region": "Munich"}]
     assert at("2026-04-02") == [{"customer": "c-17", "region": "Munich"}, {"customer": "c-99", "region": "Bonn"}]
+
+
+def test_a_job_launched_by_backfill_obeys_its_stage_and_expectation(wh, monkeypatch):
+    orders = wh.table("orders")
+    seen = orders.partitions()[1]["version"]
+    monkeypatch.setenv("LOGBOOK_EXPECT_VERSION", f"orders@2026-03-15={seen}")
+    orders.replace_partition("2026-03-15", orders_on("2026-03-15"))
+    with pytest.raises(lb.ConflictError, match="2026-03-15"):
+        orders.replace_partition("2026-03-15", orders_on("2026-03-15"))
+    orders.replace_partition("2026-03-16", orders_on("2026-03-16")), "another date is not held to it"
+    monkeypatch.delenv("LOGBOOK_EXPECT_VERSION")
+    monkeypatch.setenv("LOGBOOK_STAGE", "audit")
+    before = orders.latest_version()
+    orders.replace_partition("2026-03-14", orders_on("2026-03-14", ("z",), (9.0,)))
+    with wh.run("revenue", "2026-03-15") as run:
+        run.write(run.sql(REVENUE_SQL))
+    assert orders.latest_version() == before and wh.table("revenue").partitions() == []
+
+
+def test_a_failed_write_aborts_the_run(wh):
+    with pytest.raises(lb.LogbookError, match="aborted"):
+        with wh.run("revenue", "2026-03-15") as run:
+            with pytest.raises(lb.InvalidInputError, match="2026-03-14"):
+                run.write(pa.table({"date": [day("2026-03-14")], "region": ["x"], "revenue": [1.0]}))
+            # Committing what was written before the failure is refused.
+    assert wh.table("revenue").partitions() == []

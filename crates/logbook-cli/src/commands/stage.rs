@@ -79,7 +79,9 @@ pub async fn run(warehouse: &Warehouse, command: Command) -> Result<(), CliError
         Command::Drop { table, name } => {
             let stage = warehouse.table(&table).await?.existing_stage(&name).await?;
             let dates = stage.drop_stage().await?;
-            println!("dropped stage {name} of table {table} ({dates} staged date(s))");
+            println!(
+                "dropped stage {name} of table {table} ({dates} staged date(s)); vacuum deletes its files"
+            );
         }
         Command::List { table, name } => {
             let stage = warehouse.table(&table).await?.existing_stage(&name).await?;

@@ -189,8 +189,10 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         .deleted
         .retain(|rel| !live.iter().any(|d| rel.starts_with(d.as_str())));
     stale_markers.retain(|path| !refreshed.iter().any(|l| &l.path == path));
-    delete_files(inner, &report.deleted).await;
+    // Stale markers first: a writer that comes back after its marker went
+    // finds its files gone and fails, rather than committing them.
     delete_files(inner, &stale_markers).await;
+    delete_files(inner, &report.deleted).await;
     let run = RunInfo::new(format!("vacuum-{}", inner.options.ids.next_id()));
     let mut pending = PendingCommit::maintenance(Operation::Vacuum, latest.version(), run);
     pending.files_removed = Some(report.deleted.len() as u64);

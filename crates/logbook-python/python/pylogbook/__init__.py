@@ -67,8 +67,32 @@ def _date(value: Optional[DateLike], what: str = "date") -> Optional[str]:
     if isinstance(value, _dt.date):
         return value.isoformat()
     if isinstance(value, str):
-        return value
+        try:
+            return _dt.date.fromisoformat(value).isoformat()
+        except ValueError:
+            raise InvalidInputError(f"{what} {value!r} is not a date (YYYY-MM-DD)") from None
     raise InvalidInputError(f"{what} {value!r} is not a date or a YYYY-MM-DD string")
+
+
+def _yesterday() -> str:
+    """The CLI's default end of a status range: yesterday, in UTC."""
+    return (_dt.datetime.now(_dt.timezone.utc).date() - _dt.timedelta(days=1)).isoformat()
+
+
+def _from_backfill(table: str, date: str, stage: Optional[str], expect: Optional[str]):
+    """What ``logbook backfill`` asks of the job it launched, as ``logbook
+    write`` and ``logbook run`` obey it: write into its stage
+    (``LOGBOOK_STAGE``), and commit only if the date is still as the backfill
+    saw it (``LOGBOOK_EXPECT_VERSION=TABLE@DATE=VERSION|missing``, for that
+    table and date only). Explicit arguments win."""
+    if stage is None:
+        stage = os.environ.get("LOGBOOK_STAGE") or None
+    if expect is None and stage is None:
+        value = os.environ.get("LOGBOOK_EXPECT_VERSION", "")
+        target, _, version = value.partition("=")
+        if target == f"{table}@{date}" and version:
+            expect = version
+    return stage, expect
 
 
 def _stream(data: Any) -> Any:
@@ -136,16 +160,21 @@ class Table:
         code_version: Optional[str] = None,
         job: Optional[str] = None,
         expect_version: Union[int, str, None] = None,
+        stage: Optional[str] = None,
     ) -> CommitInfo:
         """Replace the partition of ``date`` with ``data`` (streamed), in one
         atomic commit. Re-submitting a ``run_id`` that committed the date
         commits nothing. ``expect_version`` (a version, or ``"missing"``)
-        refuses the commit with ``ConflictError`` if the date moved."""
+        refuses the commit with ``ConflictError`` if the date moved. With
+        ``stage``, the partition is staged (see ``logbook stage``). Launched
+        by ``logbook backfill``, its stage and expectation apply."""
+        day = _date(date)
         expect = None if expect_version is None else str(expect_version)
-        version, already = self._t.replace_partition(
-            _date(date), _stream(data), run_id, code_version, job, expect
+        stage, expect = _from_backfill(self.name, day, stage, expect)
+        version, already, run = self._t.replace_partition(
+            day, _stream(data), run_id, code_version, job, expect, stage
         )
-        return CommitInfo(version, already, run_id)
+        return CommitInfo(version, already, run)
 
     def apply_changes(self, date: DateLike, data: Any, run_id: Optional[str] = None) -> int:
         """Dimension: upsert rows effective ``date``; returns the version."""
@@ -182,8 +211,11 @@ class Table:
         import pyarrow.dataset as ds
         import pyarrow.fs as pafs
 
-        if self.uri.startswith("memory://"):
-            raise UnsupportedError(f"table {self.name}: a memory:// table has no files pyarrow can open")
+        if self.uri.startswith(("memory://", "az://")):
+            raise UnsupportedError(
+                f"table {self.name}: pyarrow cannot open {self.uri.split(':')[0]}:// files here; "
+                "use to_arrow() or to_reader()"
+            )
         fs, root = pafs.FileSystem.from_uri(self.uri)
         paths = [f"{root}/{p}" for p in self._t.files(version)]
         return ds.dataset(paths, schema=self.schema(version), format="parquet", filesystem=fs)
@@ -287,16 +319,18 @@ class Warehouse:
         """Start a run of ``target`` for ``date``: ``with wh.run(...) as run:``
         commits on success and aborts on an exception. Without ``run_id`` the
         id is derived from the query text and the data read, so re-running on
-        the same data commits nothing."""
+        the same data commits nothing. Launched by ``logbook backfill``, its
+        stage and expectation apply."""
         day = _date(date)
         expect = None if expect_version is None else str(expect_version)
+        stage, expect = _from_backfill(target, day, stage, expect)
         native = self._w.start_run(target, day, dimensions, code_version, run_id, stage, expect)
         return Run(native, target, day)
 
     def status(self, table: str, start: Optional[DateLike] = None, end: Optional[DateLike] = None) -> List[Dict[str, Any]]:
-        """Each scheduled date up to ``end`` (default: today) with its state
-        and reasons, as ``logbook status --json`` prints."""
-        end = _date(end or _dt.date.today(), "end")
+        """Each scheduled date up to ``end`` (default: yesterday, UTC, as the
+        CLI) with its state and reasons, as ``logbook status --json`` prints."""
+        end = _date(end, "end") or _yesterday()
         return _json.loads(self._w.status_json(table, end, _date(start, "start")))
 
     def plan(
@@ -307,7 +341,7 @@ class Warehouse:
         only: str = "needed",
     ) -> Dict[str, Any]:
         """The dates to recompute, in order, as ``logbook plan --json`` prints."""
-        end = _date(end or _dt.date.today(), "end")
+        end = _date(end, "end") or _yesterday()
         return _json.loads(self._w.plan_json(table, end, _date(start, "start"), only))
 
     def log(self, table: str) -> List[Dict[str, Any]]:

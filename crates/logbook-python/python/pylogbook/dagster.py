@@ -15,13 +15,13 @@
                    resources={"io_manager": LogbookIOManager(warehouse="s3://bucket/wh")})
 
 The asset's partition key is the logical date; its table is the asset key's
-last part. A `Query` output runs as a logbook run for that date (dimensions
+parts joined by ``_`` (``orders``, or ``raw_orders`` for ``raw/orders``). A `Query` output runs as a logbook run for that date (dimensions
 as of the date, or current; lineage recorded; its run id derived from the
 query and the data read, so re-materializing an unchanged partition
 commits nothing, and `Warehouse.status` knows when a partition went stale).
 Any other output (pyarrow, polars, pandas, DuckDB) replaces the partition
-as data, with run id ``dagster-<run id>-<step>``, so a re-execution of the
-same Dagster run commits nothing. The asset's ``code_version`` is recorded
+as data, with run id ``dagster-<run id>-<step>``: a retry of the step within
+the same Dagster run commits nothing, while a new run commits anew. The asset's ``code_version`` is recorded
 as the partition's code version. ``load_input`` reads the upstream
 partitions as a pyarrow Table.
 """
@@ -45,6 +45,10 @@ class Query:
     sql: str
 
 
+def _table(context: Any) -> str:
+    return "_".join(context.asset_key.path)
+
+
 def _run_id(context: dg.OutputContext) -> str:
     raw = f"dagster-{context.run_id}-{context.step_key}"
     return re.sub(r"[^A-Za-z0-9_.-]", "_", raw)
@@ -56,7 +60,7 @@ def _code_version(context: dg.OutputContext) -> Any:
 
 class LogbookIOManager(dg.ConfigurableIOManager):
     """Stores each daily partition of an asset as the same date's partition
-    of the logbook table named by the asset key's last part."""
+    of the logbook table named by the asset key (parts joined by ``_``)."""
 
     warehouse: str
     dimensions: str = "as-of"
@@ -71,7 +75,7 @@ class LogbookIOManager(dg.ConfigurableIOManager):
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
         wh = Warehouse(self.warehouse)
-        table = context.asset_key.path[-1]
+        table = _table(context)
         date = self._date(context)
         code_version = _code_version(context)
         if isinstance(obj, Query):
@@ -86,12 +90,12 @@ class LogbookIOManager(dg.ConfigurableIOManager):
             {
                 "logbook_version": info.version,
                 "already_committed": info.already_committed,
-                "run_id": info.run_id or _run_id(context),
+                "run_id": info.run_id,
             }
         )
 
     def load_input(self, context: dg.InputContext) -> Any:
         wh = Warehouse(self.warehouse)
-        table = context.asset_key.path[-1]
+        table = _table(context)
         dates = list(context.asset_partition_keys) if context.has_asset_partitions else None
         return wh.table(table).to_arrow(dates=dates)
