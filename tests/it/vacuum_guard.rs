@@ -69,17 +69,23 @@ async fn a_vacuum_during_a_compaction_keeps_the_files_it_is_writing() {
     assert_whole(&t, "after the compaction").await;
 }
 
-#[tokio::test]
-async fn a_writer_stalled_past_the_retention_refuses_to_commit_vacuumed_files() {
+/// A writer that wrote three files, then waited two hours on its source,
+/// while a vacuum with the shortest retention took them (its marker was dead).
+async fn stalled_writer() -> (Table, logbook::PartitionWriter, NaiveDate) {
     let (wh, clock) = aged_warehouse();
     let t = tiny_table(&wh).await;
     let d = date("2026-03-15");
     let mut w = t.replace_partition(d, RunInfo::new("slow")).await.unwrap();
     w.write(&batch(d, 0..6, "slow")).await.unwrap();
-    // The job waits two hours on its source; a vacuum sees a dead marker.
     clock.advance(2 * HOUR);
     let report = vacuum(&t, one_hour()).await.unwrap();
     assert!(!report.deleted.is_empty(), "the stalled write's files went");
+    (t, w, d)
+}
+
+#[tokio::test]
+async fn a_writer_stalled_past_the_retention_refuses_to_commit_vacuumed_files() {
+    let (t, w, d) = stalled_writer().await;
     let err = w.commit().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
     assert!(err.to_string().contains("run it again"), "{err}");
@@ -202,13 +208,7 @@ async fn a_rewrite_dropped_by_a_lost_commit_attempt_is_reported_and_discarded() 
 
 #[tokio::test]
 async fn a_writer_that_stalls_mid_stream_fails_once_its_files_were_vacuumed() {
-    let (wh, clock) = aged_warehouse();
-    let t = tiny_table(&wh).await;
-    let d = date("2026-03-15");
-    let mut w = t.replace_partition(d, RunInfo::new("slow")).await.unwrap();
-    w.write(&batch(d, 0..6, "slow")).await.unwrap();
-    clock.advance(2 * HOUR);
-    vacuum(&t, one_hour()).await.unwrap();
+    let (t, mut w, d) = stalled_writer().await;
     // The source comes back: the next batch finds the loss.
     let err = w.write(&batch(d, 6..8, "slow")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
