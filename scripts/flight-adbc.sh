@@ -10,13 +10,8 @@ cd "$(dirname "$0")/.."
 PINS="adbc-driver-flightsql==1.13.0 adbc-driver-manager==1.13.0 pyarrow==26.0.1"
 target="${CARGO_TARGET_DIR:-target}"
 venv="${LOGBOOK_VENV_DIR:-$target/venv-adbc}"
-[ -f "$venv/.pins" ] && [ "$(cat "$venv/.pins")" = "$PINS" ] || {
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  # shellcheck disable=SC2086
-  "$venv/bin/pip" install -q $PINS
-  echo "$PINS" > "$venv/.pins"
-}
+. scripts/venv.sh
+ensure_venv "$venv" "$PINS"
 # The same features as `cargo test --workspace`, so nothing is rebuilt.
 cargo build --workspace --locked --bin logbook
 bin="$target/debug/logbook"

@@ -12,13 +12,8 @@ cd "$(dirname "$0")/.."
 PINS="pyarrow==26.0.1 pytest==9.2.0 pandas==3.1.1 polars==2.1.0 duckdb==2.0.1 dagster==1.13.29 wheel==0.48.0"
 target="${CARGO_TARGET_DIR:-target}"
 venv="${LOGBOOK_PYTHON_VENV_DIR:-$target/venv-python}"
-[ -f "$venv/.pins" ] && [ "$(cat "$venv/.pins")" = "$PINS" ] || {
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  # shellcheck disable=SC2086
-  "$venv/bin/pip" install -q $PINS
-  echo "$PINS" > "$venv/.pins"
-}
+. scripts/venv.sh
+ensure_venv "$venv" "$PINS"
 cargo build --workspace --locked
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
 

@@ -31,6 +31,32 @@ async fn tiny_table(wh: &logbook::Warehouse) -> Table {
     tiny_files(wh).create_table("t", schema).await.unwrap()
 }
 
+/// The files of `d`'s partition now.
+async fn partition_files(t: &Table, d: NaiveDate) -> Vec<String> {
+    let files = latest_partition(t, d).await.files;
+    files.into_iter().map(|f| f.path).collect()
+}
+
+/// `files`, unreferenced since just now, survive a vacuum with the default
+/// retention and are gone after one more retention.
+async fn assert_kept_for_one_retention(
+    t: &Table,
+    clock: &logbook::clock::ManualClock,
+    files: &[String],
+    why: &str,
+) {
+    vacuum(t, VacuumOptions::default()).await.unwrap();
+    let now = data_files(t).await;
+    assert!(files.iter().all(|f| now.contains(f)), "{why}, yet deleted");
+    clock.advance(8 * 24 * HOUR);
+    vacuum(t, VacuumOptions::default()).await.unwrap();
+    let now = data_files(t).await;
+    assert!(
+        files.iter().all(|f| !now.contains(f)),
+        "{why}: kept too long"
+    );
+}
+
 async fn assert_whole(t: &Table, what: &str) {
     let report = check(t, &t.latest().await.unwrap(), CheckDepth::Full)
         .await
@@ -129,28 +155,13 @@ async fn files_superseded_within_the_retention_stay_whatever_their_age() {
     let (wh, clock) = aged_warehouse();
     let d = date("2026-03-15");
     let t = small_files_table(&wh, &[d]).await;
-    let v1: Vec<String> = latest_partition(&t, d)
-        .await
-        .files
-        .into_iter()
-        .map(|f| f.path)
-        .collect();
+    let v1 = partition_files(&t, d).await;
     // The files are 8 days old when a replace supersedes them and expiry
     // drops their version from time travel, seconds before a vacuum.
     clock.advance(8 * 24 * HOUR);
     replace(&t, d, 0..3, "new", "new").await;
     expire(&t, Keep::Last(1)).await.unwrap();
-    vacuum(&t, VacuumOptions::default()).await.unwrap();
-    let files = data_files(&t).await;
-    assert!(
-        v1.iter().all(|f| files.contains(f)),
-        "superseded seconds ago, yet deleted"
-    );
-    // A retention later they go.
-    clock.advance(8 * 24 * HOUR);
-    vacuum(&t, VacuumOptions::default()).await.unwrap();
-    let files = data_files(&t).await;
-    assert!(v1.iter().all(|f| !files.contains(f)));
+    assert_kept_for_one_retention(&t, &clock, &v1, "superseded seconds ago").await;
     assert_whole(&t, "after both vacuums").await;
 }
 
@@ -228,24 +239,10 @@ async fn files_of_a_version_expired_seconds_ago_stay_for_the_retention() {
     let (wh, clock) = aged_warehouse();
     let d = date("2026-03-15");
     let t = small_files_table(&wh, &[d]).await;
-    let v1: Vec<String> = latest_partition(&t, d)
-        .await
-        .files
-        .into_iter()
-        .map(|f| f.path)
-        .collect();
+    let v1 = partition_files(&t, d).await;
     // Superseded long ago but readable by time travel until the expiry.
     replace(&t, d, 0..3, "new", "new").await;
     clock.advance(8 * 24 * HOUR);
     expire(&t, Keep::Last(1)).await.unwrap();
-    vacuum(&t, VacuumOptions::default()).await.unwrap();
-    let files = data_files(&t).await;
-    assert!(
-        v1.iter().all(|f| files.contains(f)),
-        "expired seconds ago, yet deleted"
-    );
-    clock.advance(8 * 24 * HOUR);
-    vacuum(&t, VacuumOptions::default()).await.unwrap();
-    let files = data_files(&t).await;
-    assert!(v1.iter().all(|f| !files.contains(f)));
+    assert_kept_for_one_retention(&t, &clock, &v1, "expired seconds ago").await;
 }

@@ -10,7 +10,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use chrono::NaiveDate;
-use object_store::ObjectStoreExt;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
@@ -22,6 +21,7 @@ use crate::format::{
 use crate::log::PutOutcome;
 use crate::schema::SchemaChange;
 use crate::snapshot::Snapshot;
+use crate::staging::first_damaged;
 use crate::table::TableInner;
 
 /// New contents of one partition.
@@ -427,20 +427,7 @@ async fn needs_repair(
     if stale_schema {
         return Ok(true);
     }
-    let heads = p.files.iter().map(|f| async move {
-        match table
-            .location
-            .store()
-            .head(&table.location.path(&f.path))
-            .await
-        {
-            Ok(meta) => Ok(meta.size != f.size),
-            Err(object_store::Error::NotFound { .. }) => Ok(true),
-            Err(e) => Err(Error::storage(&f.path, e)),
-        }
-    });
-    let damaged = futures::future::try_join_all(heads).await?;
-    Ok(damaged.into_iter().any(|d| d))
+    Ok(first_damaged(table, &p.files).await?.is_some())
 }
 
 /// Refuse a change whose partition is not what its writer expected

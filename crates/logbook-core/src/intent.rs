@@ -84,7 +84,7 @@ pub(crate) struct ListedMarker {
 
 /// Write (or refresh) the marker; failures only warn: markers are advisory.
 pub(crate) async fn beat(table: &TableInner, marker: &RunMarker) {
-    if let Err(e) = table.put_json(&marker.path(), marker).await {
+    if let Err(e) = beat_strict(table, marker).await {
         tracing::warn!(table = %table.name, date = %marker.date, error = %e, "could not write the run's intent marker");
     }
 }

@@ -382,9 +382,7 @@ async fn landed_publish(table: &TableInner, info: &StageInfo) -> Result<Option<u
     }
     let head = table.log.latest_from(info.base_version).await?;
     let run_id = publish_run_id(&info.name);
-    let mut entries = futures::stream::iter(info.base_version + 1..=head)
-        .map(|v| table.read_entry(v))
-        .buffered(16);
+    let mut entries = std::pin::pin!(table.entries(info.base_version + 1..=head));
     while let Some(entry) = entries.try_next().await? {
         let ours = entry.operation == Operation::PublishStage
             && entry.run.as_ref().is_some_and(|r| r.run_id == run_id);

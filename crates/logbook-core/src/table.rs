@@ -242,11 +242,7 @@ impl Table {
     /// Commits from `from` (inclusive) to the latest, oldest first.
     pub async fn history_from(&self, from: u64) -> Result<Vec<LogEntry>> {
         let latest = self.latest_version().await?;
-        futures::stream::iter(from..=latest)
-            .map(|v| self.inner.read_entry(v))
-            .buffered(16)
-            .try_collect()
-            .await
+        self.inner.entries(from..=latest).try_collect().await
     }
 
     /// Change the table's schedule or chain declaration: a commit of its own
@@ -377,6 +373,16 @@ impl TableInner {
         let root: RootManifest = self.get_json(&entry.manifest).await?;
         self.readable_format(&entry.manifest, root.format)?;
         Ok(Snapshot::new(self.clone(), entry, root))
+    }
+
+    /// The log entries of `versions`, in order, read 16 at a time.
+    pub(crate) fn entries(
+        &self,
+        versions: std::ops::RangeInclusive<u64>,
+    ) -> impl futures::Stream<Item = Result<LogEntry>> + '_ {
+        futures::stream::iter(versions)
+            .map(|v| self.read_entry(v))
+            .buffered(16)
     }
 
     pub(crate) async fn read_entry(&self, version: u64) -> Result<LogEntry> {

@@ -14,10 +14,9 @@ use crate::intent::{self, RunMarker};
 use crate::maintenance::vacuum::MIN_RETENTION_MS;
 use crate::snapshot::Snapshot;
 use crate::stage::StagedPartition;
-use crate::staging::{delete_files, StagedFiles};
+use crate::staging::{delete_files, first_damaged, StagedFiles};
 use crate::table::TableInner;
 use crate::validate::conform;
-use object_store::ObjectStoreExt;
 
 /// Streams the rows of one partition into staged files; nothing is visible
 /// until [`PartitionWriter::commit`].
@@ -134,20 +133,13 @@ impl PartitionWriter {
         // Back from a long pause: the marker must protect the files again
         // before they are checked, or a vacuum could still take them.
         intent::beat_strict(&self.table, &self.marker).await?;
-        let store = self.table.location.store();
-        for file in self.staged.written().to_vec() {
-            match store.head(&self.table.location.path(&file.path)).await {
-                Ok(meta) if meta.size == file.size => {}
-                Ok(_) | Err(object_store::Error::NotFound { .. }) => {
-                    return Err(Error::StagedFileLost {
-                        table: self.table.name.clone(),
-                        date: self.date,
-                        path: file.path.clone(),
-                        stalled_min: (now - last) / 60_000,
-                    })
-                }
-                Err(e) => return Err(Error::storage(&file.path, e)),
-            }
+        if let Some(path) = first_damaged(&self.table, self.staged.written()).await? {
+            return Err(Error::StagedFileLost {
+                table: self.table.name.clone(),
+                date: self.date,
+                path,
+                stalled_min: (now - last) / 60_000,
+            });
         }
         Ok(())
     }
@@ -224,19 +216,17 @@ impl PartitionWriter {
     ///
     /// A writer whose earlier `write` was refused commits nothing: `commit`
     /// then aborts it (deleting its staged files) and returns the refusal.
-    pub async fn commit(self) -> Result<CommitInfo> {
+    pub async fn commit(mut self) -> Result<CommitInfo> {
         if let Err(e) = self.ensure_usable() {
             self.staged.abort().await;
             intent::clear(&self.table, &self.marker).await;
             return Err(e);
         }
-        let mut writer = self;
-        if let Err(e) = writer.heartbeat().await {
-            writer.staged.abort().await;
-            intent::clear(&writer.table, &writer.marker).await;
+        if let Err(e) = self.heartbeat().await {
+            self.staged.abort().await;
+            intent::clear(&self.table, &self.marker).await;
             return Err(e);
         }
-        let this = writer;
         let Self {
             table,
             base,
@@ -248,7 +238,7 @@ impl PartitionWriter {
             stage,
             expected,
             ..
-        } = this;
+        } = self;
         let files = match staged.finish().await {
             Ok(files) => files,
             Err(e) => {

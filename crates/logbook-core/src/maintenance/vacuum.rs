@@ -18,7 +18,7 @@
 //! still land) keeps its young files. Reading a stage's records or a marker
 //! strictly: any error stops the vacuum before it deletes anything.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
@@ -274,21 +274,32 @@ async fn version_at(inner: &TableInner, latest: u64, at: i64) -> Result<u64> {
 /// the vacuum, which must never go on without knowing what stages hold.
 async fn staged_files(table: &Table) -> Result<HashSet<String>> {
     let inner = &table.inner;
+    // One listing of `_logbook/stages/`: each stage's date records, by name.
+    let mut records: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for o in list(table, layout::STAGES_DIR).await? {
+        let rel = inner.location.relative(&o.location);
+        // `<name>/dates/<date>.json`; `<name>/stage.json` is read below.
+        let parts: Vec<&str> = rel
+            .strip_prefix(layout::STAGES_DIR)
+            .unwrap_or_default()
+            .split('/')
+            .collect();
+        if let ["", name, "dates", _] = parts[..] {
+            records
+                .entry(name.to_string())
+                .or_default()
+                .push(rel.clone());
+        }
+    }
     let mut keep = HashSet::new();
-    for name in stage_names(table).await? {
+    for (name, paths) in records {
         let Some(info) = inner
             .get_json_opt::<StageInfo>(&layout::stage_info(&name))
             .await?
         else {
             continue;
         };
-        let dir = layout::stage_dates(&name);
-        let records: Vec<String> = list(table, &dir)
-            .await?
-            .iter()
-            .map(|o| inner.location.relative(&o.location))
-            .collect();
-        let staged: Vec<Option<StagedPartition>> = futures::stream::iter(records)
+        let staged: Vec<Option<StagedPartition>> = futures::stream::iter(paths)
             .map(|rel| async move { inner.get_json_opt::<StagedPartition>(&rel).await })
             .buffered(16)
             .try_collect()
@@ -304,20 +315,4 @@ async fn staged_files(table: &Table) -> Result<HashSet<String>> {
         );
     }
     Ok(keep)
-}
-
-/// Names of the table's stages.
-async fn stage_names(table: &Table) -> Result<Vec<String>> {
-    let mut names: Vec<String> = list(table, layout::STAGES_DIR)
-        .await?
-        .iter()
-        .filter_map(|o| {
-            let rel = table.inner.location.relative(&o.location);
-            let rest = rel.strip_prefix(layout::STAGES_DIR)?.strip_prefix('/')?;
-            rest.split('/').next().map(str::to_string)
-        })
-        .collect();
-    names.sort();
-    names.dedup();
-    Ok(names)
 }
