@@ -66,6 +66,8 @@ enum Command {
     Expire(commands::maintain::ExpireArgs),
     /// Delete files no retained snapshot, stage or running write references.
     Vacuum(commands::maintain::VacuumArgs),
+    /// Catch a table's mirror (a Delta Lake log other engines read) up, or show how far behind it is.
+    Mirror(commands::mirror::Args),
     /// Audit, publish or drop a staged backfill.
     #[command(subcommand)]
     Stage(commands::stage::Command),
@@ -134,6 +136,7 @@ async fn run(cli: Cli) -> Result<(), commands::CliError> {
         Command::Compact(args) => commands::maintain::compact(&warehouse, args).await,
         Command::Expire(args) => commands::maintain::expire(&warehouse, args).await,
         Command::Vacuum(args) => commands::maintain::vacuum(&warehouse, args).await,
+        Command::Mirror(args) => commands::mirror::run(&warehouse, args).await,
         Command::Stage(command) => commands::stage::run(&warehouse, command).await,
         Command::Demo(args) => commands::demo::run(&warehouse, args).await,
         Command::Serve(args) => commands::serve::run(warehouse, args).await,

@@ -259,7 +259,7 @@ pub(crate) async fn commit(
             });
         }
         let version = head + 1;
-        let entry = write_manifests(table, &head_snap, &pending, version, commit_id)
+        let (entry, root) = write_manifests(table, &head_snap, &pending, version, commit_id)
             .await
             .map_err(|e| fail(e, ambiguous))?;
         let bytes = table.encode(&entry).map_err(|e| fail(e, ambiguous))?;
@@ -294,6 +294,8 @@ pub(crate) async fn commit(
         }
         table.saw(version);
         table.write_hint(version).await;
+        let next = Snapshot::new(table.clone(), entry, root);
+        crate::mirror::after_commit(table, Some(&head_snap), &next).await;
         dropped.sort();
         return Ok(CommitInfo {
             version,
@@ -458,14 +460,15 @@ async fn check_expected(
     Ok(())
 }
 
-/// Write the month manifests we change and a new root; return the log entry.
+/// Write the month manifests we change and a new root; return the log
+/// entry to create and the root it points to.
 async fn write_manifests(
     table: &Arc<TableInner>,
     head: &Snapshot,
     pending: &PendingCommit,
     version: u64,
     commit_id: Uuid,
-) -> Result<LogEntry> {
+) -> Result<(LogEntry, RootManifest)> {
     // Each attempt writes under a fresh id, so an attempt whose put had an
     // unknown outcome never has its manifests overwritten by a retry.
     let attempt_id = table.options.ids.next_id();
@@ -569,7 +572,7 @@ async fn write_manifests(
         months: months.into_values().collect(),
         dimension,
         properties: match &pending.properties {
-            Some(change) => change.apply(&head.root().properties),
+            Some(change) => change.apply(&head.root().properties, version),
             None => head.root().properties.clone(),
         },
         retained_from: head
@@ -579,7 +582,7 @@ async fn write_manifests(
     };
     let root_path = layout::root_manifest(attempt_id);
     table.put_json(&root_path, &root).await?;
-    Ok(LogEntry {
+    let entry = LogEntry {
         format: FORMAT_VERSION,
         version,
         commit_id,
@@ -611,5 +614,6 @@ async fn write_manifests(
         run: Some(pending.run.clone()),
         affected: pending.dimension.as_ref().and_then(|d| d.affected),
         change: pending.schema_change.as_ref().map(|c| c.to_string()),
-    })
+    };
+    Ok((entry, root))
 }

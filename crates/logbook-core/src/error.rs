@@ -157,6 +157,13 @@ pub enum Error {
         reason: String,
     },
 
+    #[error("table {table}: the Delta mirror cannot follow the log at {path}: {reason}")]
+    MirrorDiverged {
+        table: String,
+        path: String,
+        reason: String,
+    },
+
     #[error("table {table}: {path} was written in format version {found} by a newer logbook; this build reads up to version {supported}: upgrade logbook")]
     NewerFormat {
         table: String,
@@ -214,7 +221,7 @@ impl Error {
             | NoVersionAtTime { .. }
             | VersionExpired { .. } => ErrorKind::NotFound,
             TableExists { .. } => ErrorKind::AlreadyExists,
-            Corrupt { .. } => ErrorKind::Corrupt,
+            Corrupt { .. } | MirrorDiverged { .. } => ErrorKind::Corrupt,
             UnsupportedStore { .. } | NewerFormat { .. } => ErrorKind::Unsupported,
             Storage { source, .. } => match source {
                 object_store::Error::NotFound { .. } => ErrorKind::NotFound,

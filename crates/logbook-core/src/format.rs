@@ -12,6 +12,8 @@
 //! root; unchanged months are shared with the previous version. Every path in
 //! a manifest is relative to the table root.
 
+use std::collections::BTreeMap;
+
 use chrono::{Datelike, NaiveDate};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -275,6 +277,63 @@ pub struct TableProperties {
     /// recommitting a date makes every later date stale.
     #[serde(default)]
     pub depends_on_previous: bool,
+    /// A transaction log in another format kept beside logbook's, so that
+    /// other engines read the table (see `crate::mirror`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<Mirror>,
+}
+
+/// A mirror that is on: which format, and how its versions map to logbook's.
+/// Every logbook commit from `since` on has exactly one mirror commit:
+/// logbook version `since + k` is mirror version `first + k`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mirror {
+    pub format: MirrorFormat,
+    /// The logbook version that turned the mirror on (or created the table).
+    pub since: u64,
+    /// The mirror version that holds the snapshot of `since` (0 for a new
+    /// mirror; after a mirror was off for a while, the next free version).
+    pub first: u64,
+}
+
+impl Mirror {
+    /// The mirror version of logbook version `version`, if it is mirrored.
+    pub fn mirror_version(&self, version: u64) -> Option<u64> {
+        version.checked_sub(self.since).map(|k| self.first + k)
+    }
+
+    /// The logbook version that mirror version `mirror_version` holds.
+    pub fn logbook_version(&self, mirror_version: u64) -> Option<u64> {
+        mirror_version
+            .checked_sub(self.first)
+            .map(|k| self.since + k)
+    }
+}
+
+/// The formats logbook can mirror its log into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MirrorFormat {
+    /// A Delta Lake `_delta_log/` at the table root.
+    Delta,
+}
+
+impl std::str::FromStr for MirrorFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "delta" => Ok(MirrorFormat::Delta),
+            other => Err(format!("unknown mirror format {other:?}; use delta")),
+        }
+    }
+}
+
+impl std::fmt::Display for MirrorFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MirrorFormat::Delta => "delta",
+        })
+    }
 }
 
 impl TableProperties {
@@ -288,16 +347,40 @@ impl TableProperties {
 pub struct PropertiesChange {
     pub schedule_start: Option<NaiveDate>,
     pub depends_on_previous: Option<bool>,
+    /// Turn a mirror on or off.
+    pub mirror: Option<MirrorChange>,
+}
+
+/// Turning a mirror on or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MirrorChange {
+    /// On, with the mirror version that will hold this commit's snapshot.
+    On {
+        format: MirrorFormat,
+        first: u64,
+    },
+    Off,
 }
 
 impl PropertiesChange {
-    /// `properties` with this change applied.
-    pub fn apply(&self, properties: &TableProperties) -> TableProperties {
+    /// `properties` with this change applied by the commit of `version`.
+    pub fn apply(&self, properties: &TableProperties, version: u64) -> TableProperties {
         TableProperties {
             schedule_start: self.schedule_start.or(properties.schedule_start),
             depends_on_previous: self
                 .depends_on_previous
                 .unwrap_or(properties.depends_on_previous),
+            mirror: match (self.mirror, properties.mirror) {
+                (None, current) => current,
+                (Some(MirrorChange::Off), _) => None,
+                // Turning on a mirror that is on keeps its version mapping.
+                (Some(MirrorChange::On { .. }), Some(current)) => Some(current),
+                (Some(MirrorChange::On { format, first }), None) => Some(Mirror {
+                    format,
+                    since: version,
+                    first,
+                }),
+            },
         }
     }
 
@@ -421,6 +504,36 @@ pub struct DataFile {
     pub path: String,
     pub size: u64,
     pub rows: u64,
+    /// Per-column statistics keyed by field id, taken from the file's footer
+    /// when it was written (empty for files written before logbook kept
+    /// them). Mirrors copy them so other engines can skip files.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stats: BTreeMap<u32, ColumnStats>,
+}
+
+impl DataFile {
+    /// A file without column statistics.
+    pub fn new(path: impl Into<String>, size: u64, rows: u64) -> Self {
+        Self {
+            path: path.into(),
+            size,
+            rows,
+            stats: BTreeMap::new(),
+        }
+    }
+}
+
+/// What one file's footer says about one column. `min` and `max` are bounds
+/// (every value lies within them), in the JSON form Delta statistics use:
+/// numbers, strings, and dates as `YYYY-MM-DD`. They are left out when the
+/// footer has no exact bound or the type has no comparable JSON form.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnStats {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<serde_json::Value>,
+    pub nulls: u64,
 }
 
 /// The `YYYY-MM` month key of a date.

@@ -15,11 +15,13 @@ pub mod commit;
 pub mod dates;
 pub mod dimension;
 pub mod error;
+mod file_stats;
 pub mod format;
 pub mod intent;
 pub mod lifecycle;
 pub mod log;
 pub mod maintenance;
+pub mod mirror;
 pub mod names;
 pub mod options;
 pub mod reader;
@@ -38,8 +40,9 @@ pub use commit::{CommitInfo, ExpectedPartition};
 pub use dimension::DimensionCommit;
 pub use error::{Error, ErrorKind, Result};
 pub use format::{
-    DataFile, DateRange, DateSpan, DimensionMode, InputRead, LogEntry, Operation, PartitionEntry,
-    PartitionSummary, PropertiesChange, RunInfo, RunRef, TableProperties,
+    ColumnStats, DataFile, DateRange, DateSpan, DimensionMode, InputRead, LogEntry, Mirror,
+    MirrorChange, MirrorFormat, Operation, PartitionEntry, PartitionSummary, PropertiesChange,
+    RunInfo, RunRef, TableProperties,
 };
 pub use options::TableOptions;
 pub use schema::{ColumnType, TableKind, TableSchema, VALID_FROM, VALID_TO};

@@ -4,6 +4,9 @@
 //! only if no object exists there (`PutMode::Create`), finds the latest
 //! version from a best-effort hint plus a bounded probe, and classifies every
 //! put as created, lost to another writer, or ambiguous.
+//!
+//! logbook's own log is one such sequence (`_logbook/log/`); a Delta mirror's
+//! `_delta_log/` is another, with the same `<20 digits>.json` names.
 
 use bytes::Bytes;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
@@ -28,11 +31,30 @@ pub enum PutOutcome {
 #[derive(Debug, Clone)]
 pub struct Log {
     location: StorageLocation,
+    /// The directory of the entries, relative to the table root.
+    dir: &'static str,
+    /// Where the best-effort latest-version hint lives.
+    hint: &'static str,
 }
 
 impl Log {
+    /// logbook's own log.
     pub fn new(location: StorageLocation) -> Self {
-        Self { location }
+        Self::in_dir(location, layout::LOG_DIR, layout::LAST_HINT)
+    }
+
+    /// A log of `<dir>/<20-digit version>.json` entries, with its hint at `hint`.
+    pub fn in_dir(location: StorageLocation, dir: &'static str, hint: &'static str) -> Self {
+        Self {
+            location,
+            dir,
+            hint,
+        }
+    }
+
+    fn entry_path(&self, version: u64) -> object_store::path::Path {
+        self.location
+            .path(&format!("{}/{version:020}.json", self.dir))
     }
 
     fn store(&self) -> &dyn ObjectStore {
@@ -41,7 +63,7 @@ impl Log {
 
     /// Create entry `version` holding `bytes` if it does not exist.
     pub async fn try_create(&self, version: u64, bytes: Bytes) -> PutOutcome {
-        let path = self.location.path(&layout::log_entry(version));
+        let path = self.entry_path(version);
         let opts = PutOptions {
             mode: PutMode::Create,
             ..Default::default()
@@ -59,7 +81,7 @@ impl Log {
 
     /// Read entry `version`, or `None` if it does not exist.
     pub async fn read(&self, version: u64) -> Result<Option<Bytes>> {
-        let path = self.location.path(&layout::log_entry(version));
+        let path = self.entry_path(version);
         match self.store().get(&path).await {
             Ok(r) => Ok(Some(r.bytes().await.map_err(|e| Error::storage(&path, e))?)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -67,8 +89,9 @@ impl Log {
         }
     }
 
-    async fn exists(&self, version: u64) -> Result<bool> {
-        let path = self.location.path(&layout::log_entry(version));
+    /// Does entry `version` exist (one `HEAD`)?
+    pub async fn exists(&self, version: u64) -> Result<bool> {
+        let path = self.entry_path(version);
         match self.store().head(&path).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
@@ -121,7 +144,7 @@ impl Log {
     }
 
     async fn read_hint(&self) -> Result<Option<u64>> {
-        let path = self.location.path(layout::LAST_HINT);
+        let path = self.location.path(self.hint);
         match self.store().get(&path).await {
             Ok(r) => {
                 let bytes = r.bytes().await.map_err(|e| Error::storage(&path, e))?;
@@ -138,7 +161,7 @@ impl Log {
     /// Record `version` as the latest. Best effort: a failure is logged by
     /// the caller and never turns a landed commit into a failure.
     pub async fn write_hint(&self, version: u64) -> Result<()> {
-        let path = self.location.path(layout::LAST_HINT);
+        let path = self.location.path(self.hint);
         self.store()
             .put(&path, PutPayload::from(version.to_string()))
             .await

@@ -124,6 +124,20 @@ pub struct Column {
     /// The schema version that added the column (0: from the start).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub added_in: u32,
+    /// The name the column has inside data files, when it is not `name`:
+    /// a renamed column keeps writing its first name, and a new column whose
+    /// name a dropped or renamed column still uses in files gets another.
+    /// logbook maps columns by field id; engines reading a Delta mirror map
+    /// them by this name (Delta's `physicalName`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical: Option<String>,
+}
+
+impl Column {
+    /// The column's name inside data files.
+    pub fn file_name(&self) -> &str {
+        self.physical.as_deref().unwrap_or(&self.name)
+    }
 }
 
 fn is_zero(v: &u32) -> bool {
@@ -167,6 +181,15 @@ pub struct TableSchema {
     /// The highest field id ever assigned: ids of dropped columns are never reused.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub last_column_id: u32,
+    /// Set once a column was renamed or dropped: from then on a file's
+    /// column names may not be the table's, and only field ids map them
+    /// (what a Delta mirror's column mapping mode `id` declares).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub names_moved: bool,
+    /// File names of dropped columns: old files still hold them, so no new
+    /// column writes under them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired_names: Vec<String>,
 }
 
 /// One change to a table's schema. No data file is rewritten: reads map
@@ -253,6 +276,7 @@ impl TableSchema {
                 name,
                 ty,
                 added_in: 0,
+                physical: None,
             })
             .collect::<Vec<Column>>();
         let last_column_id = columns.len() as u32;
@@ -261,6 +285,8 @@ impl TableSchema {
             kind,
             version: 0,
             last_column_id,
+            names_moved: false,
+            retired_names: Vec::new(),
         };
         schema.validate(table)?;
         Ok(schema)
@@ -393,12 +419,17 @@ impl TableSchema {
                 }
                 let id = self.next_column_id();
                 next.last_column_id = id;
+                let taken = |n: &str| {
+                    self.retired_names.iter().any(|r| r == n)
+                        || self.columns.iter().any(|c| c.file_name() == n)
+                };
                 next.columns.push(Column {
                     id,
                     name: name.clone(),
                     ty: *ty,
                     nullable: true,
                     added_in: next.version,
+                    physical: taken(name).then(|| format!("{name}__{id}")),
                 });
             }
             SchemaChange::WidenColumn { name, ty } => {
@@ -428,15 +459,21 @@ impl TableSchema {
                     return refuse(format!("column {to:?} already exists"));
                 }
                 let i = self.index_of(from).expect("exists");
+                let file_name = next.columns[i].file_name().to_string();
                 next.columns[i].name = to.clone();
+                next.columns[i].physical = (file_name != *to).then_some(file_name);
+                next.names_moved = true;
             }
             SchemaChange::DropColumn { name } => {
                 existing(name)?;
                 if let Some(why) = structural(name) {
                     return refuse(format!("{name:?} cannot be dropped: {why}"));
                 }
-                next.columns.retain(|c| &c.name != name);
+                let i = self.index_of(name).expect("exists");
+                let dropped = next.columns.remove(i);
+                next.retired_names.push(dropped.file_name().to_string());
                 next.last_column_id = self.next_column_id() - 1;
+                next.names_moved = true;
             }
         }
         next.validate(table)?;
@@ -480,6 +517,19 @@ impl TableSchema {
                     c.id.to_string(),
                 )]))
             })
+            .collect();
+        Arc::new(Schema::new(fields))
+    }
+
+    /// The schema data files are written with: [`TableSchema::arrow_schema`]
+    /// with each column under its file name ([`Column::file_name`]).
+    pub fn file_schema(&self) -> SchemaRef {
+        let logical = self.arrow_schema();
+        let fields: Vec<Field> = logical
+            .fields()
+            .iter()
+            .zip(&self.columns)
+            .map(|(f, c)| f.as_ref().clone().with_name(c.file_name()))
             .collect();
         Arc::new(Schema::new(fields))
     }

@@ -61,8 +61,11 @@ impl StagedFiles {
     }
 
     /// Append `batch` (already in the table's schema), rolling files at the
-    /// table's target size and row limit.
+    /// table's target size and row limit. Columns are stored under their
+    /// file names (`schema` is a [`crate::schema::TableSchema::file_schema`]).
     pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let batch = &RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
+            .map_err(|e| Error::arrow(&self.dir, e))?;
         let max_rows = self.table.options.max_rows_per_file as u64;
         let mut offset = 0usize;
         while offset < batch.num_rows() {
@@ -112,11 +115,7 @@ impl StagedFiles {
         if let Some(mut f) = self.open.take() {
             // Finishing flushes the upload so that it can be deleted below.
             let _ = f.writer.finish().await;
-            self.files.push(DataFile {
-                path: f.relative,
-                size: 0,
-                rows: 0,
-            });
+            self.files.push(DataFile::new(f.relative, 0, 0));
         }
         let paths: Vec<String> = self.files.iter().map(|f| f.path.clone()).collect();
         delete_files(&self.table, &paths).await;
@@ -145,12 +144,14 @@ impl StagedFiles {
         let Some(mut f) = self.open.take() else {
             return Ok(());
         };
-        f.writer
+        let footer = f
+            .writer
             .finish()
             .await
             .map_err(|e| Error::parquet(&f.relative, e))?;
         self.files.push(DataFile {
             size: f.writer.bytes_written() as u64,
+            stats: crate::file_stats::from_footer(&self.schema, &footer),
             path: f.relative,
             rows: f.rows,
         });

@@ -14,8 +14,8 @@ use serde::Serialize;
 use crate::commit::{CommitInfo, PendingCommit};
 use crate::error::{Error, Result};
 use crate::format::{
-    layout, LogEntry, MonthManifest, Operation, PropertiesChange, RootManifest, RunInfo,
-    TableProperties, FORMAT_VERSION,
+    layout, LogEntry, MirrorChange, MirrorFormat, MonthManifest, Operation, PropertiesChange,
+    RootManifest, RunInfo, TableProperties, FORMAT_VERSION,
 };
 use crate::log::{Log, PutOutcome};
 use crate::names::{validate_run_id, validate_table_name};
@@ -128,6 +128,8 @@ impl Table {
             },
         }
         inner.write_hint(0).await;
+        let created = Snapshot::new(inner.clone(), entry, root);
+        crate::mirror::after_commit(&inner, None, &created).await;
         Ok(Table { inner })
     }
 
@@ -272,6 +274,47 @@ impl Table {
         crate::commit::commit(&self.inner, pending)
             .await
             .map_err(|f| f.error)
+    }
+
+    /// Turn the table's mirror on (`Some(format)`) or off (`None`): a
+    /// property commit; turning it on writes the mirror of the current
+    /// snapshot. When the mirror is already as asked, nothing is committed
+    /// and the mirror is only caught up. See [`crate::mirror`].
+    pub async fn set_mirror(&self, format: Option<MirrorFormat>) -> Result<CommitInfo> {
+        let head = self.latest().await?;
+        let now = head.properties().mirror.map(|m| m.format);
+        if now == format {
+            crate::mirror::sync(&self.inner).await?;
+            return Ok(CommitInfo {
+                version: head.version(),
+                already_committed: true,
+                staged: None,
+                dropped: vec![],
+            });
+        }
+        let mirror = match format {
+            Some(format) => MirrorChange::On {
+                format,
+                first: crate::mirror::next_free_version(&self.inner).await?,
+            },
+            None => MirrorChange::Off,
+        };
+        self.alter(PropertiesChange {
+            mirror: Some(mirror),
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// Catch the mirror up with the latest version (what each commit does
+    /// after it lands; needed only after a failure or a crash).
+    pub async fn sync_mirror(&self) -> Result<crate::mirror::MirrorStatus> {
+        crate::mirror::sync(&self.inner).await
+    }
+
+    /// How far the mirror is behind the latest version.
+    pub async fn mirror_status(&self) -> Result<crate::mirror::MirrorStatus> {
+        crate::mirror::status(&self.inner).await
     }
 
     /// Change the schema: add a nullable column, widen a column safely,

@@ -67,7 +67,7 @@ impl PartitionWriter {
             });
         };
         let dir = layout::staging_dir(&partition_column, date, table.options.ids.next_id());
-        let staged = StagedFiles::new(table.clone(), dir, base.arrow_schema());
+        let staged = StagedFiles::new(table.clone(), dir, base.schema().file_schema());
         let now = table.options.clock.now_millis();
         let marker = RunMarker {
             date,

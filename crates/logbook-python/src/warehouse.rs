@@ -57,7 +57,8 @@ impl Warehouse {
 
     /// Create a table: a fact table partitioned by the date column
     /// `partition_by`, or a dimension (SCD2) keyed by `scd2_keys`.
-    #[pyo3(signature = (name, schema, partition_by=None, scd2_keys=None, schedule_start=None, depends_on_previous=false))]
+    /// `mirror="delta"` keeps a Delta Lake log beside logbook's.
+    #[pyo3(signature = (name, schema, partition_by=None, scd2_keys=None, schedule_start=None, depends_on_previous=false, mirror=None))]
     #[allow(clippy::too_many_arguments)]
     fn create_table(
         &self,
@@ -68,7 +69,19 @@ impl Warehouse {
         scd2_keys: Option<Vec<String>>,
         schedule_start: Option<&str>,
         depends_on_previous: bool,
+        mirror: Option<&str>,
     ) -> PyResult<Table> {
+        let mirror = mirror
+            .map(|m| {
+                m.parse::<logbook_core::MirrorFormat>()
+                    .map(|format| logbook_core::Mirror {
+                        format,
+                        since: 0,
+                        first: 0,
+                    })
+                    .map_err(|e| errors::invalid(format!("table {name}: mirror: {e}")))
+            })
+            .transpose()?;
         let arrow = schema.into_inner();
         let columns =
             logbook_core::schema::columns_from_arrow(name, &arrow).map_err(errors::core)?;
@@ -90,6 +103,7 @@ impl Warehouse {
                 .map(|d| parse_date("schedule_start", d))
                 .transpose()?,
             depends_on_previous,
+            mirror,
         };
         let table = wait(py, || {
             self.inner

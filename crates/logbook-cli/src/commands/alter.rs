@@ -30,6 +30,11 @@ pub struct Args {
     /// Drop a column.
     #[arg(long, group = "change", value_name = "NAME")]
     drop_column: Option<String>,
+    /// Turn the table's mirror on (`delta`: a Delta Lake log beside
+    /// logbook's) or off (`none`). Turning it on writes the mirror of the
+    /// current snapshot.
+    #[arg(long, group = "change", value_name = "delta|none")]
+    mirror: Option<String>,
 }
 
 /// The schema change the arguments ask for, if any.
@@ -101,6 +106,34 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         );
         return Ok(());
     }
+    if let Some(mirror) = &args.mirror {
+        if args.schedule_start.is_some() || args.depends_on_previous || args.no_depends_on_previous
+        {
+            return Err(CliError::Input(format!(
+                "table {}: --mirror is its own commit; change the schedule or chain separately",
+                table.name()
+            )));
+        }
+        let format = match mirror.as_str() {
+            "none" => None,
+            other => Some(other.parse().map_err(|e| {
+                CliError::Input(format!("table {}: --mirror: {e} or none", table.name()))
+            })?),
+        };
+        let info = table.set_mirror(format).await?;
+        let status = table.mirror_status().await?;
+        println!(
+            "table {}: mirror {} at version {}{}",
+            table.name(),
+            format.map_or("off".to_string(), |f| format!("{f} on")),
+            info.version,
+            status
+                .delta_version
+                .filter(|_| status.enabled)
+                .map_or(String::new(), |d| format!(" (Delta version {d})"))
+        );
+        return Ok(());
+    }
     let change = PropertiesChange {
         schedule_start: args.schedule_start,
         depends_on_previous: match (args.depends_on_previous, args.no_depends_on_previous) {
@@ -108,6 +141,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
             (_, true) => Some(false),
             _ => None,
         },
+        mirror: None,
     };
     let info = table.alter(change).await?;
     let props = table.at_version(info.version).await?.properties().clone();

@@ -28,6 +28,10 @@ pub struct Args {
     /// date makes every later date stale.
     #[arg(long)]
     depends_on_previous: bool,
+    /// Keep a Delta Lake log beside logbook's (`_delta_log/`), so Spark,
+    /// Trino, DuckDB, polars and deltalake read the table.
+    #[arg(long, value_name = "FORMAT")]
+    mirror: Option<logbook_core::MirrorFormat>,
 }
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
@@ -53,6 +57,11 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     let properties = TableProperties {
         schedule_start: args.schedule_start,
         depends_on_previous: args.depends_on_previous,
+        mirror: args.mirror.map(|format| logbook_core::Mirror {
+            format,
+            since: 0,
+            first: 0,
+        }),
     };
     let table = warehouse
         .create_table_with_properties(&args.table, schema.clone(), properties)

@@ -13,11 +13,30 @@ pub struct Args {
 }
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
-    let history = warehouse.table(&args.table).await?.history().await?;
+    let table = warehouse.table(&args.table).await?;
+    let history = table.history().await?;
     if args.json {
+        // Each entry with the Delta version that mirrors it (null when the
+        // mirror is off, has not reached it, or began after it).
+        let latest = table.latest().await?;
+        let mirror = latest.properties().mirror;
+        let mirrored = match mirror {
+            Some(_) => table.mirror_status().await?.mirrored_version,
+            None => None,
+        };
+        let entries: Vec<serde_json::Value> = history
+            .iter()
+            .map(|e| {
+                let mut v = serde_json::to_value(e).expect("log entries serialise");
+                v["delta_version"] =
+                    logbook_core::mirror::delta_version_of(mirror.as_ref(), mirrored, e.version)
+                        .into();
+                v
+            })
+            .collect();
         println!(
             "{}",
-            serde_json::to_string_pretty(&history).expect("log entries serialise")
+            serde_json::to_string_pretty(&entries).expect("log entries serialise")
         );
         return Ok(());
     }

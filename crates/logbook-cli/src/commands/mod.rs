@@ -7,6 +7,7 @@ pub mod create;
 pub mod demo;
 pub mod log;
 pub mod maintain;
+pub mod mirror;
 pub mod partitions;
 pub mod run;
 pub mod schema;
