@@ -192,6 +192,8 @@ async fn chain_warehouse(start: NaiveDate) -> Warehouse {
     let props = TableProperties {
         schedule_start: Some(start),
         depends_on_previous: true,
+
+        ..Default::default()
     };
     let schema = TableSchema::parse_spec("balances", SPEC, "date").unwrap();
     wh.create_table_with_properties("balances", schema, props)
@@ -371,6 +373,8 @@ async fn alter_is_a_commit_that_commutes_with_writes_and_sticks() {
     let change = PropertiesChange {
         schedule_start: Some(date("2026-01-01")),
         depends_on_previous: Some(true),
+
+        ..Default::default()
     };
     let altered = t.alter(change).await.unwrap().version;
     let written = w.commit().await.unwrap().version;

@@ -13,6 +13,7 @@ mod lifecycle;
 mod local_fs;
 mod maintenance;
 mod metadata_fuzz;
+mod mirror;
 mod point_in_time;
 mod query;
 mod replace;

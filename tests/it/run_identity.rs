@@ -187,6 +187,8 @@ async fn a_chain_date_reruns_when_the_previous_date_was_recommitted() {
     let props = logbook::TableProperties {
         schedule_start: Some(date("2026-03-01")),
         depends_on_previous: true,
+
+        ..Default::default()
     };
     let schema = logbook::TableSchema::parse_spec("chain", "date:date,n:int64", "date").unwrap();
     wh.create_table_with_properties("chain", schema, props)

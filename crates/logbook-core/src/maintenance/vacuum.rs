@@ -17,6 +17,11 @@
 //! a write whose commit outcome is not known yet (an ambiguous put may
 //! still land) keeps its young files. Reading a stage's records or a marker
 //! strictly: any error stops the vacuum before it deletes anything.
+//!
+//! A table's mirror is caught up before anything is deleted, so the latest
+//! mirror version never names a file vacuum may delete; older mirror
+//! versions lose their files with the retention, as Delta's own VACUUM does.
+//! `_delta_log/` is never touched.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -91,6 +96,12 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         });
     }
     let inner = &table.inner;
+    // A mirror left behind by a failure still shows files and needs the
+    // manifests of the versions it has not mirrored: catch it up first, and
+    // delete nothing if that fails.
+    if table.latest().await?.properties().mirror.is_some() {
+        crate::mirror::sync(inner).await?;
+    }
     // One clock: the store's. Data files, manifests, markers and log entries
     // all carry the store's modification times, so "now" is asked of the
     // store too, never of this machine.

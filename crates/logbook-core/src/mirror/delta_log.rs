@@ -130,9 +130,10 @@ pub(crate) async fn write_version(
     Ok(())
 }
 
-/// Another writer created Delta version `d` first: fine if it mirrors the
-/// same logbook version (a concurrent catch-up), a divergence otherwise.
-async fn check_winner(table: &TableInner, d: u64, version: u64) -> Result<()> {
+/// Delta version `d` must mirror logbook `version`: another writer may
+/// have created it first (a concurrent catch-up: fine), or another engine
+/// appended to the mirror (a divergence).
+pub(crate) async fn check_winner(table: &TableInner, d: u64, version: u64) -> Result<()> {
     match recorded_version(table, d).await? {
         Some(v) if v == version => Ok(()),
         Some(v) => Err(diverged(

@@ -155,6 +155,11 @@ async fn status_at(table: &Arc<TableInner>, head: &Snapshot) -> Result<MirrorSta
             });
         }
     }
+    if let (Some(v), Some(d)) = (mirrored_version, delta_version) {
+        // The entry must be ours and say so: another engine may have
+        // appended to the mirror.
+        delta_log::check_winner(table, d, v).await?;
+    }
     let behind = match mirror {
         None => 0,
         Some(m) => {

@@ -1,0 +1,383 @@
+//! The Delta mirror, checked against logbook's own snapshots by replaying
+//! the Delta log: every Delta version holds exactly the files of the logbook
+//! version its `txn` names, versions have no gaps, and the mirror catches up
+//! after a crash or a foreign entry without a commit ever failing for it.
+//! Independent readers (deltalake, DuckDB, polars) are in `tests/delta/`.
+
+use std::collections::BTreeSet;
+
+use futures::TryStreamExt;
+use logbook::maintenance::{compact, CompactOptions};
+use logbook::schema::SchemaChange;
+use logbook::{
+    Mirror, MirrorFormat, RunInfo, StorageLocation, Table, TableProperties, TableSchema,
+};
+use object_store::{ObjectStoreExt, PutPayload};
+use serde_json::Value;
+
+use crate::common::{batch, date, options, replace, SPEC};
+
+async fn mirrored_table(name: &str) -> Table {
+    let loc = StorageLocation::parse("memory://")
+        .unwrap()
+        .child(name)
+        .unwrap();
+    let schema = TableSchema::parse_spec(name, SPEC, "date").unwrap();
+    let props = TableProperties {
+        mirror: Some(Mirror {
+            format: MirrorFormat::Delta,
+            since: 0,
+            first: 0,
+        }),
+        ..Default::default()
+    };
+    Table::create_with_properties(
+        loc,
+        name,
+        schema,
+        props,
+        options().with_max_rows_per_file(4),
+    )
+    .await
+    .unwrap()
+}
+
+/// One Delta version as replayed: the logbook version its `txn` names and
+/// the files live after it.
+#[derive(Debug)]
+struct DeltaVersion {
+    logbook: u64,
+    files: BTreeSet<String>,
+    actions: Vec<Value>,
+}
+
+/// Replay `_delta_log/*.json` from version 0 (no checkpoint), checking
+/// that versions are contiguous.
+async fn replay(t: &Table) -> Vec<DeltaVersion> {
+    let loc = t.location();
+    let prefix = loc.path("_delta_log");
+    let mut names: Vec<String> = loc
+        .store()
+        .list(Some(&prefix))
+        .map_ok(|m| loc.relative(&m.location))
+        .try_collect()
+        .await
+        .unwrap();
+    names.retain(|n| n.ends_with(".json") && !n.contains("checkpoint"));
+    names.sort();
+    let mut files = BTreeSet::new();
+    let mut out = Vec::new();
+    for (d, name) in names.iter().enumerate() {
+        assert_eq!(name, &format!("_delta_log/{d:020}.json"), "no gaps");
+        let bytes = loc
+            .store()
+            .get(&loc.path(name))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let mut logbook = None;
+        let mut actions = Vec::new();
+        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let a: Value = serde_json::from_slice(line).unwrap();
+            if let Some(p) = a["add"]["path"].as_str() {
+                files.insert(p.to_string());
+            }
+            if let Some(p) = a["remove"]["path"].as_str() {
+                assert!(files.remove(p), "{name} removes {p}, which is not live");
+            }
+            if a["txn"]["appId"] == "logbook" {
+                logbook = a["txn"]["version"].as_u64();
+            }
+            actions.push(a);
+        }
+        out.push(DeltaVersion {
+            logbook: logbook.unwrap_or_else(|| panic!("{name} has no logbook txn")),
+            files: files.clone(),
+            actions,
+        });
+    }
+    out
+}
+
+async fn live_files(t: &Table, version: u64) -> BTreeSet<String> {
+    let snap = t.at_version(version).await.unwrap();
+    let mut files: BTreeSet<String> = snap.dimension_files().into_iter().map(|f| f.path).collect();
+    for p in snap.partitions().await.unwrap() {
+        files.extend(p.files.into_iter().map(|f| f.path));
+    }
+    files
+}
+
+/// Every Delta version equals its logbook snapshot, and the mirror holds
+/// every logbook version from `since` to the latest, one to one.
+async fn assert_mirrors(t: &Table, since: u64) {
+    let versions = replay(t).await;
+    let latest = t.latest_version().await.unwrap();
+    let mirrored: Vec<u64> = versions.iter().map(|v| v.logbook).collect();
+    assert_eq!(mirrored.last(), Some(&latest), "the mirror is caught up");
+    for v in &versions {
+        assert_eq!(
+            v.files,
+            live_files(t, v.logbook).await,
+            "logbook version {}",
+            v.logbook
+        );
+    }
+    let tail: Vec<u64> = mirrored.iter().copied().filter(|v| *v >= since).collect();
+    assert_eq!(tail, (since..=latest).collect::<Vec<_>>());
+    let status = t.mirror_status().await.unwrap();
+    assert_eq!((status.behind, status.mirrored_version), (0, Some(latest)));
+}
+
+async fn delete(t: &Table, relative: &str) {
+    let loc = t.location();
+    loc.store().delete(&loc.path(relative)).await.unwrap();
+}
+
+fn delta_entry(d: u64) -> String {
+    format!("_delta_log/{d:020}.json")
+}
+
+#[tokio::test]
+async fn every_delta_version_holds_exactly_the_files_of_its_logbook_version() {
+    let t = mirrored_table("m_ops").await;
+    for (i, d) in ["2026-03-15", "2026-03-16", "2026-04-01"]
+        .iter()
+        .enumerate()
+    {
+        replace(&t, date(d), 0..10, "a", &format!("run-{i}")).await;
+    }
+    replace(&t, date("2026-03-15"), 0..3, "b", "rerun").await;
+    let stage = t.stage("fix").await.unwrap();
+    for d in ["2026-03-16", "2026-04-01", "2026-04-02"] {
+        let mut w = stage
+            .replace_partition(date(d), RunInfo::new(format!("fix-{d}")))
+            .await
+            .unwrap();
+        w.write(&batch(date(d), 0..9, "fix")).await.unwrap();
+        w.commit().await.unwrap();
+    }
+    stage.publish(false).await.unwrap();
+    let report = compact(&t, &CompactOptions::default(), &|_| {})
+        .await
+        .unwrap();
+    assert!(report.partitions_compacted > 0);
+    t.alter_schema(SchemaChange::RenameColumn {
+        from: "name".into(),
+        to: "label".into(),
+    })
+    .await
+    .unwrap();
+    let renamed = t.latest().await.unwrap().arrow_schema();
+    let rows = batch(date("2026-03-15"), 0..2, "c");
+    let rows = arrow_array::RecordBatch::try_new(renamed, rows.columns().to_vec()).unwrap();
+    let mut w = t
+        .replace_partition(date("2026-03-15"), RunInfo::new("after-rename"))
+        .await
+        .unwrap();
+    w.write(&rows).await.unwrap();
+    w.commit().await.unwrap();
+    assert_mirrors(&t, 0).await;
+
+    let versions = replay(&t).await;
+    // The first commit declares the table: protocol 1/2, unpartitioned.
+    let first = &versions[0].actions;
+    assert!(first[0]["commitInfo"].is_object());
+    assert_eq!(first[1]["protocol"]["minReaderVersion"], 1);
+    assert_eq!(
+        first[2]["metaData"]["partitionColumns"],
+        serde_json::json!([])
+    );
+    // A compaction's adds and removes change no data.
+    let compacted = versions
+        .iter()
+        .find(|v| v.actions[0]["commitInfo"]["operation"] == "OPTIMIZE")
+        .unwrap();
+    assert!(compacted
+        .actions
+        .iter()
+        .filter(|a| a["add"].is_object())
+        .all(|a| a["add"]["dataChange"] == false));
+    // After the rename, column mapping names the files' column.
+    let renamed = versions
+        .iter()
+        .find(|v| v.actions.iter().any(|a| a["metaData"].is_object()) && v.logbook > 0)
+        .unwrap();
+    let meta = renamed
+        .actions
+        .iter()
+        .find(|a| a["metaData"].is_object())
+        .unwrap();
+    let schema: Value =
+        serde_json::from_str(meta["metaData"]["schemaString"].as_str().unwrap()).unwrap();
+    let label = &schema["fields"][2];
+    assert_eq!(label["name"], "label");
+    assert_eq!(
+        label["metadata"]["delta.columnMapping.physicalName"],
+        "name"
+    );
+    // Each date's file says min = max on the date column, so engines skip it.
+    let add = versions
+        .last()
+        .unwrap()
+        .actions
+        .iter()
+        .find(|a| a["add"].is_object())
+        .unwrap();
+    let stats: Value = serde_json::from_str(add["add"]["stats"].as_str().unwrap()).unwrap();
+    assert_eq!(stats["minValues"]["date"], "2026-03-15");
+    assert_eq!(stats["maxValues"]["date"], "2026-03-15");
+    assert_eq!(stats["numRecords"], 2);
+}
+
+#[tokio::test]
+async fn a_mirror_write_lost_in_a_crash_is_caught_up_by_the_next_commit() {
+    let t = mirrored_table("m_crash").await;
+    replace(&t, date("2026-03-15"), 0..5, "a", "r1").await;
+    let v = replace(&t, date("2026-03-16"), 0..5, "a", "r2").await;
+    // The process died after logbook's commit, before its Delta entry.
+    delete(&t, &delta_entry(v)).await;
+    let status = t.mirror_status().await.unwrap();
+    assert_eq!((status.behind, status.mirrored_version), (1, Some(v - 1)));
+    replace(&t, date("2026-03-17"), 0..5, "a", "r3").await;
+    assert_mirrors(&t, 0).await;
+
+    // Two entries lost; two catch-ups race: both succeed, one mirror.
+    let v = replace(&t, date("2026-03-18"), 0..5, "a", "r4").await;
+    delete(&t, &delta_entry(v)).await;
+    delete(&t, &delta_entry(v - 1)).await;
+    let other = Table::open(t.location().clone(), "m_crash", options())
+        .await
+        .unwrap();
+    let (a, b) = tokio::join!(t.sync_mirror(), other.sync_mirror());
+    assert_eq!((a.unwrap().behind, b.unwrap().behind), (0, 0));
+    assert_mirrors(&t, 0).await;
+}
+
+#[tokio::test]
+async fn a_foreign_delta_entry_stops_the_mirror_but_never_fails_a_commit() {
+    let t = mirrored_table("m_foreign").await;
+    replace(&t, date("2026-03-15"), 0..5, "a", "r1").await;
+    // Another engine appended to the mirror.
+    let loc = t.location();
+    let foreign = r#"{"commitInfo":{"operation":"WRITE"}}"#;
+    loc.store()
+        .put(&loc.path(&delta_entry(2)), PutPayload::from(foreign))
+        .await
+        .unwrap();
+    let v = replace(&t, date("2026-03-16"), 0..5, "a", "r2").await;
+    assert_eq!(v, 2, "the logbook commit landed");
+    let err = t.sync_mirror().await.unwrap_err();
+    assert_eq!(err.kind(), logbook::ErrorKind::Corrupt);
+    assert!(
+        err.to_string()
+            .contains("_delta_log/00000000000000000002.json"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_mirror_turned_off_and_on_again_continues_its_log_from_what_it_held() {
+    let loc = StorageLocation::parse("memory://")
+        .unwrap()
+        .child("m_toggle")
+        .unwrap();
+    let schema = TableSchema::parse_spec("m_toggle", SPEC, "date").unwrap();
+    let t = Table::create(loc, "m_toggle", schema, options())
+        .await
+        .unwrap();
+    replace(&t, date("2026-03-15"), 0..5, "a", "r1").await;
+    let on = t.set_mirror(Some(MirrorFormat::Delta)).await.unwrap();
+    assert_mirrors(&t, on.version).await;
+    replace(&t, date("2026-03-16"), 0..5, "a", "r2").await;
+    t.set_mirror(None).await.unwrap();
+    replace(&t, date("2026-03-15"), 0..7, "b", "r3").await;
+    replace(&t, date("2026-03-17"), 0..5, "a", "r4").await;
+    let again = t.set_mirror(Some(MirrorFormat::Delta)).await.unwrap();
+    // Turning on what is on commits nothing.
+    assert!(
+        t.set_mirror(Some(MirrorFormat::Delta))
+            .await
+            .unwrap()
+            .already_committed
+    );
+    replace(&t, date("2026-03-18"), 0..5, "a", "r5").await;
+    let versions = replay(&t).await;
+    let held: Vec<u64> = versions.iter().map(|v| v.logbook).collect();
+    assert_eq!(
+        held,
+        [on.version, on.version + 1, again.version, again.version + 1]
+    );
+    for v in &versions {
+        assert_eq!(v.files, live_files(&t, v.logbook).await);
+    }
+}
+
+#[tokio::test]
+async fn a_checkpoint_every_100_versions_holds_the_whole_state() {
+    use arrow_array::cast::AsArray;
+    use arrow_array::Array;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let t = mirrored_table("m_checkpoint").await;
+    let mut last = 0;
+    for i in 0..100u32 {
+        let d = date("2026-01-01") + chrono::Days::new(u64::from(i % 40));
+        last = replace(&t, d, 0..2, "a", &format!("r{i}")).await;
+    }
+    assert_eq!(last, 100);
+    let loc = t.location();
+    let hint = loc
+        .store()
+        .get(&loc.path("_delta_log/_last_checkpoint"))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let hint: Value = serde_json::from_slice(&hint).unwrap();
+    assert_eq!(hint["version"], 100);
+    let bytes = loc
+        .store()
+        .get(&loc.path("_delta_log/00000000000000000100.checkpoint.parquet"))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let batches: Vec<arrow_array::RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .unwrap()
+        .build()
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect();
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(hint["size"], rows);
+    // protocol, metaData, txn and one add per live file.
+    assert_eq!(rows, 3 + live_files(&t, 100).await.len());
+    let present = |kind: &str| -> usize {
+        batches
+            .iter()
+            .map(|b| {
+                let c = b.column_by_name(kind).unwrap();
+                c.len() - c.null_count()
+            })
+            .sum()
+    };
+    assert_eq!(
+        (
+            present("protocol"),
+            present("metaData"),
+            present("txn"),
+            present("add")
+        ),
+        (1, 1, 1, 40)
+    );
+    let txn = batches[0].column_by_name("txn").unwrap().as_struct();
+    let versions = txn
+        .column_by_name("version")
+        .unwrap()
+        .as_primitive::<arrow_array::types::Int64Type>();
+    assert!((0..txn.len()).any(|i| txn.is_valid(i) && versions.value(i) == 100));
+}
