@@ -15,6 +15,8 @@ venv="${LOGBOOK_PYTHON_VENV_DIR:-$target/venv-python}"
 . scripts/venv.sh
 ensure_venv "$venv" "$PINS"
 cargo build --workspace --locked
+# The CLI, for what pylogbook does not expose (schema changes).
+cli="$(realpath "$target")/debug/logbook"
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
 
 work=$(mktemp -d)
@@ -40,4 +42,4 @@ mkdir -p "$work/dist"
 "$venv/bin/python" -m wheel pack "$unpacked" -d "$work/dist" > /dev/null
 "$venv/bin/pip" install -q --force-reinstall --no-deps "$work"/dist/pylogbook-*.whl
 cd crates/logbook-python/tests
-"$venv/bin/python" -m pytest -q -p no:cacheprovider .
+LOGBOOK_BIN="$cli" "$venv/bin/python" -m pytest -q -p no:cacheprovider .

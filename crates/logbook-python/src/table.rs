@@ -62,6 +62,14 @@ impl Table {
         Ok(PySchema::new(snap.arrow_schema()))
     }
 
+    /// The schema data files are written with at `version`: a renamed
+    /// column keeps its first name there.
+    #[pyo3(signature = (version=None))]
+    fn file_schema(&self, py: Python<'_>, version: Option<u64>) -> PyResult<PySchema> {
+        let snap = wait(py, || self.snapshot(version)).map_err(errors::core)?;
+        Ok(PySchema::new(snap.schema().file_schema()))
+    }
+
     /// Replace the partition of `date` with the rows of `data`, streamed,
     /// in one atomic commit. Returns `(version, already_committed)`.
     /// In stage `stage`, the partition is staged instead (published later

@@ -191,3 +191,20 @@ def test_a_failed_write_aborts_the_run(wh):
                 run.write(pa.table({"date": [day("2026-03-14")], "region": ["x"], "revenue": [1.0]}))
             # Committing what was written before the failure is refused.
     assert wh.table("revenue").partitions() == []
+
+
+def test_a_dataset_refuses_a_renamed_column_rather_than_read_it_as_nulls(wh, tmp_path):
+    # Renaming is a CLI (and Rust) operation; scripts/python-tests.sh builds it.
+    import os
+    import subprocess
+
+    cli = os.environ["LOGBOOK_BIN"]
+    subprocess.run(
+        [cli, "--warehouse", wh.uri, "alter", "orders", "--rename-column", "amount:total"],
+        check=True,
+        capture_output=True,
+    )
+    orders = wh.table("orders")
+    with pytest.raises(lb.UnsupportedError, match="column total is stored as amount"):
+        orders.to_pyarrow_dataset()
+    assert orders.to_arrow().column("total").null_count == 0

@@ -216,9 +216,19 @@ class Table:
                 f"table {self.name}: pyarrow cannot open {self.uri.split(':')[0]}:// files here; "
                 "use to_arrow() or to_reader()"
             )
+        schema = self.schema(version)
+        stored = self._t.file_schema(version)
+        for logical, physical in zip(schema.names, stored.names):
+            if logical != physical:
+                # A dataset maps columns by name; logbook by field id.
+                raise UnsupportedError(
+                    f"table {self.name}: column {logical} is stored as {physical} in the files "
+                    "(it was renamed, or reuses a dropped column's name); a pyarrow dataset would "
+                    "read it as nulls: use to_arrow() or to_reader()"
+                )
         fs, root = pafs.FileSystem.from_uri(self.uri)
         paths = [f"{root}/{p}" for p in self._t.files(version)]
-        return ds.dataset(paths, schema=self.schema(version), format="parquet", filesystem=fs)
+        return ds.dataset(paths, schema=schema, format="parquet", filesystem=fs)
 
 
 class Run:
