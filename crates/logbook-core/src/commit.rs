@@ -547,6 +547,12 @@ async fn write_manifests(
         writes.push((path, manifest));
     }
     futures::future::try_join_all(writes.iter().map(|(path, m)| table.put_json(path, m))).await?;
+    if head.properties().mirror.is_some() {
+        // The commit's mirror entry reads these months right after.
+        for (path, m) in writes {
+            table.cache_month(path, m);
+        }
+    }
     let dimension = match &pending.dimension {
         Some(change) => {
             files_removed += head

@@ -463,6 +463,14 @@ impl TableInner {
         Ok(m)
     }
 
+    /// Remember a month manifest this handle wrote (manifests are immutable).
+    pub(crate) fn cache_month(&self, path: String, month: MonthManifest) {
+        self.months
+            .lock()
+            .expect("cache lock")
+            .insert(path, Arc::new(month));
+    }
+
     pub(crate) fn encode<T: Serialize>(&self, value: &T) -> Result<Bytes> {
         serde_json::to_vec(value)
             .map(Bytes::from)

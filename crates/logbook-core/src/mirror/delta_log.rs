@@ -121,11 +121,14 @@ pub(crate) async fn write_version(
             Err(_) => return Err(e),
         },
     }
-    if let Err(e) = log.write_hint(d).await {
-        tracing::warn!(table = %table.name, version = d, error = %e, "could not update the Delta mirror's hint");
-    }
     if d > 0 && d % CHECKPOINT_INTERVAL == 0 {
         checkpoint::write(table, d, next).await?;
+        // The hint moves with checkpoints only: finding the latest entry
+        // probes forward from it (a few `HEAD`s), and commits stay one put
+        // cheaper.
+        if let Err(e) = log.write_hint(d).await {
+            tracing::warn!(table = %table.name, version = d, error = %e, "could not update the Delta mirror's hint");
+        }
     }
     Ok(())
 }

@@ -1,0 +1,66 @@
+//! Commit latency with the Delta mirror on vs off: the same replace of a
+//! 10-row date (and of a 200k-row date) on local disk, where the mirror's
+//! extra work is one `HEAD` of the previous Delta entry, one put-if-absent
+//! of the new one and the hint.
+//!
+//! `cargo bench --bench mirror`.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use logbook::{MirrorFormat, StorageLocation, TableOptions};
+use support::*;
+
+fn mirror_overhead(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut group = c.benchmark_group("mirror");
+    group
+        .measurement_time(Duration::from_secs(5))
+        .sample_size(30);
+    for rows in [10usize, 200_000] {
+        let data = batches(day(0), rows);
+        // Interleave off and on per size, so drift in the machine hits both.
+        for mirror in [None, Some(MirrorFormat::Delta)] {
+            let name = format!("{}-{rows}", mirror.map_or("off", |_| "on"));
+            let loc = StorageLocation::local(&dir.path().join(&name))
+                .unwrap()
+                .child("bench")
+                .unwrap();
+            let table = rt.block_on(async {
+                let t = create(loc, TableOptions::default()).await;
+                // Ten dates of history, then the mirror (if any) from there.
+                for i in 0..10 {
+                    replace(&t, day(i), &batches(day(i), 10), format!("h{i}")).await;
+                }
+                t.set_mirror(mirror).await.unwrap();
+                t
+            });
+            let run = AtomicU64::new(0);
+            let label = format!("rows={rows}");
+            group.bench_function(
+                BenchmarkId::new(
+                    format!(
+                        "replace_mirror_{}",
+                        if mirror.is_some() { "on" } else { "off" }
+                    ),
+                    &label,
+                ),
+                |b| {
+                    b.to_async(&rt).iter(|| async {
+                        let n = run.fetch_add(1, Ordering::Relaxed);
+                        replace(&table, day(0), &data, format!("b{n}")).await
+                    })
+                },
+            );
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, mirror_overhead);
+criterion_main!(benches);
