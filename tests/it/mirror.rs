@@ -381,3 +381,70 @@ async fn a_checkpoint_every_100_versions_holds_the_whole_state() {
         .as_primitive::<arrow_array::types::Int64Type>();
     assert!((0..txn.len()).any(|i| txn.is_valid(i) && versions.value(i) == 100));
 }
+
+#[tokio::test]
+async fn vacuum_trims_the_delta_log_before_the_checkpoint_the_oldest_kept_version_needs() {
+    use logbook::maintenance::{expire, vacuum, Keep, VacuumOptions};
+    let t = mirrored_table("m_trim").await;
+    for i in 0..250u32 {
+        let d = date("2026-01-01") + chrono::Days::new(u64::from(i % 5));
+        replace(&t, d, 0..2, "a", &format!("r{i}")).await;
+    }
+    expire(&t, Keep::Last(10)).await.unwrap();
+    let names = |t: &Table| {
+        let t = t.clone();
+        async move {
+            let loc = t.location();
+            let mut n: Vec<String> = loc
+                .store()
+                .list(Some(&loc.path("_delta_log")))
+                .map_ok(|m| loc.relative(&m.location))
+                .try_collect()
+                .await
+                .unwrap();
+            n.sort();
+            n
+        }
+    };
+    let dry = vacuum(
+        &t,
+        VacuumOptions {
+            retention_ms: 0,
+            dry_run: true,
+            force: true,
+        },
+    )
+    .await
+    .unwrap();
+    let trimmed: Vec<&String> = dry
+        .deleted
+        .iter()
+        .filter(|p| p.starts_with("_delta_log/"))
+        .collect();
+    // Versions 0..200 and checkpoint 100 go; checkpoint 200 and what follows stay.
+    assert_eq!(trimmed.len(), 200 + 1, "{trimmed:?}");
+    assert_eq!(
+        names(&t).await.len(),
+        251 + 2 + 1 + 1,
+        "a dry run deletes nothing"
+    );
+    vacuum(
+        &t,
+        VacuumOptions {
+            retention_ms: 0,
+            dry_run: false,
+            force: true,
+        },
+    )
+    .await
+    .unwrap();
+    let left = names(&t).await;
+    assert_eq!(
+        left.first().map(String::as_str),
+        Some("_delta_log/00000000000000000200.checkpoint.parquet")
+    );
+    assert!(left.contains(&"_delta_log/00000000000000000200.json".to_string()));
+    // Expiry's and vacuum's own commits are mirrored too.
+    let status = t.mirror_status().await.unwrap();
+    assert_eq!((status.behind, status.delta_version), (0, Some(252)));
+}

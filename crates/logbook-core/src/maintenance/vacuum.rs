@@ -20,8 +20,9 @@
 //!
 //! A table's mirror is caught up before anything is deleted, so the latest
 //! mirror version never names a file vacuum may delete; older mirror
-//! versions lose their files with the retention, as Delta's own VACUUM does.
-//! `_delta_log/` is never touched.
+//! versions lose their files with the retention, as Delta's own VACUUM does,
+//! and their Delta log entries before the checkpoint that the oldest kept
+//! version needs go too (see `crate::mirror::expired_entries`).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -181,6 +182,10 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
             report.deleted.push(rel);
         }
     }
+    // The mirror's entries for versions whose files are going.
+    report
+        .deleted
+        .extend(crate::mirror::expired_entries(inner, &latest, oldest).await?);
     report.deleted.sort();
     if options.dry_run || report.deleted.is_empty() {
         return Ok(report);

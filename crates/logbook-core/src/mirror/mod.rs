@@ -188,6 +188,61 @@ pub(crate) async fn next_free_version(table: &Arc<TableInner>) -> Result<u64> {
     Ok(delta_log::log(table).latest().await?.map_or(0, |d| d + 1))
 }
 
+/// The Delta log entries (relative paths) a vacuum deletes once logbook
+/// keeps no version before `oldest`: every entry and checkpoint before the
+/// newest checkpoint at or below `oldest`'s Delta version. Delta readers
+/// open from a checkpoint, so those entries only serve time travel to
+/// versions whose files are going; and Delta readers list `_delta_log/`
+/// when they open, so a long history costs every open until it is trimmed
+/// (Delta's own log retention does the same).
+pub(crate) async fn expired_entries(
+    table: &Arc<TableInner>,
+    head: &Snapshot,
+    oldest: u64,
+) -> Result<Vec<String>> {
+    let Some(floor) = head
+        .properties()
+        .mirror
+        .and_then(|m| m.mirror_version(oldest))
+    else {
+        return Ok(vec![]);
+    };
+    let store = table.location.store();
+    let prefix = table.location.path(delta_log::DELTA_LOG);
+    let names: Vec<String> = futures::TryStreamExt::try_collect(store.list(Some(&prefix)))
+        .await
+        .map_err(|e| Error::storage(&prefix, e))
+        .map(|objects: Vec<object_store::ObjectMeta>| {
+            objects
+                .iter()
+                .map(|o| table.location.relative(&o.location))
+                .collect()
+        })?;
+    let version = |name: &str| -> Option<(u64, bool)> {
+        let file = name.strip_prefix(delta_log::DELTA_LOG)?.strip_prefix('/')?;
+        let (digits, rest) = file.split_at_checked(20)?;
+        let checkpoint = match rest {
+            ".json" => false,
+            ".checkpoint.parquet" => true,
+            _ => return None,
+        };
+        Some((digits.parse().ok()?, checkpoint))
+    };
+    let Some(keep_from) = names
+        .iter()
+        .filter_map(|n| version(n))
+        .filter(|(v, checkpoint)| *checkpoint && *v <= floor)
+        .map(|(v, _)| v)
+        .max()
+    else {
+        return Ok(vec![]);
+    };
+    Ok(names
+        .into_iter()
+        .filter(|n| version(n).is_some_and(|(v, _)| v < keep_from))
+        .collect())
+}
+
 /// The Delta version that mirrors logbook `version`, if the mirror holds it.
 pub fn delta_version_of(
     mirror: Option<&Mirror>,

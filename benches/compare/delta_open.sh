@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# deltalake opening a mirrored logbook table at 3,000 commits vs at 10: with
+# a Delta checkpoint every 100 commits, the open reads one checkpoint and
+# fewer than 100 JSON entries, so its cost should stay flat.
+# Both tables hold the same 10 dates (the 3,000 commits rewrite them), so
+# only history differs. Builds the two tables with the workspace's `logbook` CLI (one process per
+# commit), then times `DeltaTable(path).file_uris()` alternately A B A B.
+# Usage: benches/compare/delta_open.sh [ROUNDS]   (from the repository root)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds="${1:-15}"
+target="${CARGO_TARGET_DIR:-target}"
+venv="${LOGBOOK_DELTA_VENV_DIR:-$target/venv-delta}"
+. scripts/venv.sh
+ensure_venv "$venv" "pyarrow==26.0.1 pytest==9.2.0 deltalake==1.6.6 duckdb==1.4.4 duckdb-ext-delta==1.4.4.20260205 polars==2.1.0"
+cargo build --workspace --locked
+bin="$(cd "$target/debug" && pwd)/logbook"
+work="$target/delta-open"
+for commits in 10 3000; do
+  wh="$work/h$commits"
+  [ -f "$wh/done" ] && continue
+  rm -rf "$wh"; mkdir -p "$wh"
+  "$bin" --warehouse "$wh" create t --schema date:date,n:int64 --partition-by date --mirror delta > /dev/null
+  for i in $(seq "$commits"); do
+    day=$(date -d "2026-01-01 + $((i % 10)) days" +%F)
+    printf 'date,n\n%s,%s\n' "$day" "$i" > "$wh/rows.csv"
+    "$bin" --warehouse "$wh" write t --date "$day" "$wh/rows.csv" --run-id "r$i" > /dev/null
+  done
+  touch "$wh/done"
+done
+# The same 3,000 commits after `expire --keep-last 10` and `vacuum`: the
+# Delta log before the checkpoint the oldest kept version needs is trimmed.
+if [ ! -f "$work/h3000v/done" ]; then
+  rm -rf "$work/h3000v"; cp -r "$work/h3000" "$work/h3000v"
+  "$bin" --warehouse "$work/h3000v" expire t --keep-last 10 > /dev/null
+  "$bin" --warehouse "$work/h3000v" vacuum t --retention 0s --force > /dev/null
+fi
+"$venv/bin/python" - "$work" "$rounds" <<'PY'
+import statistics, sys, time
+from deltalake import DeltaTable
+work, rounds = sys.argv[1], int(sys.argv[2])
+times = {"h10": [], "h3000": [], "h3000v": []}
+for _ in range(rounds):
+    for n in times:
+        t0 = time.perf_counter()
+        t = DeltaTable(f"{work}/{n}/t")
+        assert len(t.file_uris()) == 10
+        times[n].append((time.perf_counter() - t0) * 1000)
+base = statistics.median(times["h10"])
+label = {"h10": "10", "h3000": "3,000", "h3000v": "3,000, then expire --keep-last 10 and vacuum"}
+print("| commits | median open ms | ratio to 10 |")
+print("|---|---|---|")
+for n, ts in times.items():
+    print(f"| {label[n]} | {statistics.median(ts):.1f} | {statistics.median(ts) / base:.2f} |")
+PY
