@@ -254,6 +254,17 @@ def test_readers_after_writes_following_a_column_rename(lb, reader):
 
 
 @pytest.mark.parametrize("reader", READERS)
+def test_a_widened_column_reads_from_files_of_both_widths(lb, reader):
+    # int32 files under a column the mirror declares `long` (no typeWidening feature).
+    lb("create", "w", "--schema", "date:date,n:int32", "--partition-by", "date", "--mirror", "delta")
+    lb("write", "w", "--date", "2026-01-01", str(write_csv(lb.cwd / "w1.csv", [{"date": "2026-01-01", "n": 7}])))
+    lb("alter", "w", "--widen-column", "n:int64")
+    rows = [{"date": "2026-01-02", "n": 5_000_000_000}]
+    lb("write", "w", "--date", "2026-01-02", str(write_csv(lb.cwd / "w2.csv", rows)))
+    assert_reader_matches(lb, "w", reader)
+
+
+@pytest.mark.parametrize("reader", READERS)
 def test_time_travel_to_the_delta_version_of_each_logbook_commit(lb, reader):
     build_history(lb)
     entries = lb.mirrored("orders")
