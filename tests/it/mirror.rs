@@ -456,3 +456,40 @@ async fn vacuum_trims_the_delta_log_before_the_checkpoint_the_oldest_kept_versio
     let status = t.mirror_status().await.unwrap();
     assert_eq!((status.behind, status.delta_version), (0, Some(252)));
 }
+
+#[tokio::test]
+async fn a_delta_log_left_by_an_earlier_table_is_never_taken_for_ours() {
+    // A table whose directory was deleted except for its `_delta_log/`.
+    let old = mirrored_table("m_leftover").await;
+    replace(&old, date("2026-03-15"), 0..5, "old", "r1").await;
+    let loc = old.location().clone();
+    for rel in crate::common::data_files(&old).await {
+        delete(&old, &rel).await;
+    }
+    let keep: Vec<String> = loc
+        .store()
+        .list(Some(&loc.path("_logbook")))
+        .map_ok(|m| loc.relative(&m.location))
+        .try_collect()
+        .await
+        .unwrap();
+    for rel in keep {
+        delete(&old, &rel).await;
+    }
+    // A new table at the same place: same versions, other commits.
+    let schema = TableSchema::parse_spec("m_leftover", SPEC, "date").unwrap();
+    let props = TableProperties {
+        mirror: Some(Mirror {
+            format: MirrorFormat::Delta,
+            since: 0,
+            first: 0,
+        }),
+        ..Default::default()
+    };
+    let t = Table::create_with_properties(loc, "m_leftover", schema, props, options())
+        .await
+        .unwrap();
+    replace(&t, date("2026-03-16"), 0..5, "new", "r1").await;
+    let err = t.mirror_status().await.unwrap_err();
+    assert!(err.to_string().contains("another table's commit"), "{err}");
+}

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::{json, Value};
+use uuid::Uuid;
 
 use super::{checkpoint, delta_table};
 use crate::error::{Error, Result};
-use crate::format::{DataFile, Mirror, Operation};
+use crate::format::{DataFile, LogEntry, Mirror, Operation};
 use crate::log::{Log, PutOutcome};
 use crate::snapshot::Snapshot;
 use crate::table::TableInner;
@@ -90,7 +91,7 @@ pub(crate) async fn write_version(
         match d.checked_sub(1) {
             None => None,
             Some(before) => {
-                let v = recorded_version(table, before)
+                let (v, _) = recorded(table, before)
                     .await?
                     .ok_or_else(|| diverged(table, before, "it has no logbook `txn`".into()))?;
                 Some(table.snapshot(v).await.map_err(|e| {
@@ -114,12 +115,12 @@ pub(crate) async fn write_version(
     let log = log(table);
     match log.try_create(d, Bytes::from(body)).await {
         PutOutcome::Created => {}
-        PutOutcome::AlreadyExists => check_winner(table, d, next.version()).await?,
-        PutOutcome::Ambiguous(e) => match recorded_version(table, d).await {
-            Ok(Some(v)) if v == next.version() => {}
-            Ok(_) => check_winner(table, d, next.version()).await?,
-            Err(_) => return Err(e),
-        },
+        PutOutcome::AlreadyExists => check_winner(table, d, next.entry()).await?,
+        PutOutcome::Ambiguous(e) => {
+            if check_winner(table, d, next.entry()).await.is_err() {
+                return Err(e);
+            }
+        }
     }
     if d > 0 && d % CHECKPOINT_INTERVAL == 0 {
         checkpoint::write(table, d, next).await?;
@@ -133,23 +134,23 @@ pub(crate) async fn write_version(
     Ok(())
 }
 
-/// Delta version `d` must mirror logbook `version`: another writer may
-/// have created it first (a concurrent catch-up: fine), or another engine
-/// appended to the mirror (a divergence).
-pub(crate) async fn check_winner(table: &TableInner, d: u64, version: u64) -> Result<()> {
-    match recorded_version(table, d).await? {
-        Some(v) if v == version => Ok(()),
-        Some(v) => Err(diverged(
-            table,
-            d,
-            format!("it mirrors logbook version {v}, not {version}"),
-        )),
-        None => Err(diverged(
-            table,
-            d,
-            "it was written by another Delta writer (no logbook `txn`); the mirror is read-only for other engines".into(),
-        )),
-    }
+/// Delta version `d` must mirror the logbook commit `entry`: another
+/// writer may have created it first (a concurrent catch-up: fine), or
+/// another engine appended to the mirror, or a `_delta_log/` was left by an
+/// earlier table at this location (a divergence: the commit id differs).
+pub(crate) async fn check_winner(table: &TableInner, d: u64, entry: &LogEntry) -> Result<()> {
+    let found = recorded(table, d).await?;
+    let reason = match found {
+        Some((v, id)) if v == entry.version && id.is_none_or(|id| id == entry.commit_id) => {
+            return Ok(())
+        }
+        Some((v, _)) if v == entry.version => {
+            "it mirrors another table's commit (a `_delta_log/` left at this location); move it away and run `logbook mirror`".to_string()
+        }
+        Some((v, _)) => format!("it mirrors logbook version {v}, not {}", entry.version),
+        None => "it was written by another Delta writer (no logbook `txn`); the mirror is read-only for other engines".to_string(),
+    };
+    Err(diverged(table, d, reason))
 }
 
 fn diverged(table: &TableInner, d: u64, reason: String) -> Error {
@@ -160,19 +161,24 @@ fn diverged(table: &TableInner, d: u64, reason: String) -> Error {
     }
 }
 
-/// The logbook version Delta version `d` records in its `txn`, if any.
-pub(crate) async fn recorded_version(table: &TableInner, d: u64) -> Result<Option<u64>> {
+/// The logbook version Delta version `d` records in its `txn`, and the
+/// commit id its `commitInfo` names, if it is logbook's.
+pub(crate) async fn recorded(table: &TableInner, d: u64) -> Result<Option<(u64, Option<Uuid>)>> {
     let Some(bytes) = log(table).read(d).await? else {
         return Err(diverged(table, d, "it is missing".into()));
     };
+    let (mut version, mut commit_id) = (None, None);
     for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         let action: Value = serde_json::from_slice(line)
             .map_err(|e| diverged(table, d, format!("not Delta JSON: {e}")))?;
         if action["txn"]["appId"] == APP_ID {
-            return Ok(action["txn"]["version"].as_u64());
+            version = action["txn"]["version"].as_u64();
+        }
+        if let Some(id) = action["commitInfo"]["logbookCommitId"].as_str() {
+            commit_id = id.parse().ok();
         }
     }
-    Ok(None)
+    Ok(version.map(|v| (v, commit_id)))
 }
 
 /// The actions taking Delta from `base` (none: an empty table) to `next`.
@@ -255,6 +261,7 @@ fn commit_info(next: &Snapshot) -> Value {
         "isBlindAppend": false,
         "engineInfo": format!("logbook/{}", env!("CARGO_PKG_VERSION")),
         "logbookVersion": entry.version,
+        "logbookCommitId": entry.commit_id.to_string(),
         "logbookOperation": entry.operation.to_string(),
         "logbookDates": entry.dates,
         "runId": run.map(|r| r.run_id.clone()),

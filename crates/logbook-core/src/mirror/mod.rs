@@ -158,7 +158,7 @@ async fn status_at(table: &Arc<TableInner>, head: &Snapshot) -> Result<MirrorSta
     if let (Some(v), Some(d)) = (mirrored_version, delta_version) {
         // The entry must be ours and say so: another engine may have
         // appended to the mirror.
-        delta_log::check_winner(table, d, v).await?;
+        delta_log::check_winner(table, d, &table.read_entry(v).await?).await?;
     }
     let behind = match mirror {
         None => 0,
