@@ -122,7 +122,7 @@ pub(crate) async fn write_version(
             }
         }
     }
-    if d > 0 && d % CHECKPOINT_INTERVAL == 0 {
+    if d > 0 && d.is_multiple_of(CHECKPOINT_INTERVAL) {
         checkpoint::write(table, d, next).await?;
         // The hint moves with checkpoints only: finding the latest entry
         // probes forward from it (a few `HEAD`s), and commits stay one put
