@@ -10,9 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-15}"
 target="${CARGO_TARGET_DIR:-target}"
-venv="${LOGBOOK_DELTA_VENV_DIR:-$target/venv-delta}"
 . scripts/venv.sh
-ensure_venv "$venv" "pyarrow==26.0.1 pytest==9.2.0 deltalake==1.6.6 duckdb==1.4.4 duckdb-ext-delta==1.4.4.20260205 polars==2.1.0"
+venv=$(delta_venv)
 cargo build --workspace --locked
 bin="$(cd "$target/debug" && pwd)/logbook"
 work="$target/delta-open"

@@ -129,16 +129,36 @@ pub async fn rows(snapshot: &logbook::Snapshot, d: NaiveDate) -> Vec<(i64, Strin
 
 /// Every object path under the table's `data/` directory.
 pub async fn data_files(table: &Table) -> Vec<String> {
+    objects(table, "data").await
+}
+
+/// Every object path under `prefix` in the table, sorted.
+pub async fn objects(table: &Table, prefix: &str) -> Vec<String> {
     use futures::TryStreamExt;
     let loc = table.location();
-    let prefix = loc.path("data");
     let mut paths: Vec<String> = loc
         .store()
-        .list(Some(&prefix))
+        .list(Some(&loc.path(prefix)))
         .map_ok(|m| loc.relative(&m.location))
         .try_collect()
         .await
         .unwrap();
     paths.sort();
     paths
+}
+
+/// The bytes of the table's object at `relative`.
+pub async fn object_bytes(table: &Table, relative: &str) -> bytes::Bytes {
+    use object_store::ObjectStoreExt;
+    let loc = table.location();
+    let object = loc.store().get(&loc.path(relative)).await.unwrap();
+    object.bytes().await.unwrap()
+}
+
+/// Properties of a table whose Delta mirror is on from its creation.
+pub fn delta_mirror() -> logbook::TableProperties {
+    logbook::TableProperties {
+        mirror: Some(logbook::Mirror::from_creation(logbook::MirrorFormat::Delta)),
+        ..Default::default()
+    }
 }

@@ -9,10 +9,7 @@ use futures::TryStreamExt;
 use logbook::clock::SystemClock;
 use logbook::lifecycle::{check, CheckDepth};
 use logbook::maintenance::{compact, expire, vacuum, CompactOptions, Keep, VacuumOptions};
-use logbook::{
-    Error, LogEntry, Mirror, MirrorFormat, RunInfo, StorageLocation, Table, TableProperties,
-    TableSchema, Warehouse,
-};
+use logbook::{Error, LogEntry, RunInfo, StorageLocation, Table, TableSchema, Warehouse};
 use object_store::memory::InMemory;
 
 use crate::common::*;
@@ -45,14 +42,7 @@ async fn world() -> World {
     let tiny = wh.with_options(wh.options().clone().with_max_rows_per_file(2));
     // Both tables keep a Delta mirror: its writes are faulted too, and it
     // must end up matching the log whatever failed.
-    let mirrored = TableProperties {
-        mirror: Some(Mirror {
-            format: MirrorFormat::Delta,
-            since: 0,
-            first: 0,
-        }),
-        ..Default::default()
-    };
+    let mirrored = delta_mirror();
     let t = tiny
         .create_table_with_properties(
             "t",

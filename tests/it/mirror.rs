@@ -6,16 +6,15 @@
 
 use std::collections::BTreeSet;
 
-use futures::TryStreamExt;
 use logbook::maintenance::{compact, CompactOptions};
 use logbook::schema::SchemaChange;
-use logbook::{
-    Mirror, MirrorFormat, RunInfo, StorageLocation, Table, TableProperties, TableSchema,
-};
+use logbook::{MirrorFormat, RunInfo, StorageLocation, Table, TableSchema};
 use object_store::{ObjectStoreExt, PutPayload};
 use serde_json::Value;
 
-use crate::common::{batch, date, options, replace, SPEC};
+use crate::common::{
+    batch, data_files, date, delta_mirror, object_bytes, objects, options, replace, SPEC,
+};
 
 async fn mirrored_table(name: &str) -> Table {
     let loc = StorageLocation::parse("memory://")
@@ -23,14 +22,7 @@ async fn mirrored_table(name: &str) -> Table {
         .child(name)
         .unwrap();
     let schema = TableSchema::parse_spec(name, SPEC, "date").unwrap();
-    let props = TableProperties {
-        mirror: Some(Mirror {
-            format: MirrorFormat::Delta,
-            since: 0,
-            first: 0,
-        }),
-        ..Default::default()
-    };
+    let props = delta_mirror();
     Table::create_with_properties(
         loc,
         name,
@@ -54,29 +46,14 @@ struct DeltaVersion {
 /// Replay `_delta_log/*.json` from version 0 (no checkpoint), checking
 /// that versions are contiguous.
 async fn replay(t: &Table) -> Vec<DeltaVersion> {
-    let loc = t.location();
-    let prefix = loc.path("_delta_log");
-    let mut names: Vec<String> = loc
-        .store()
-        .list(Some(&prefix))
-        .map_ok(|m| loc.relative(&m.location))
-        .try_collect()
-        .await
-        .unwrap();
+    let mut names = objects(t, "_delta_log").await;
     names.retain(|n| n.ends_with(".json") && !n.contains("checkpoint"));
     names.sort();
     let mut files = BTreeSet::new();
     let mut out = Vec::new();
     for (d, name) in names.iter().enumerate() {
         assert_eq!(name, &format!("_delta_log/{d:020}.json"), "no gaps");
-        let bytes = loc
-            .store()
-            .get(&loc.path(name))
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        let bytes = object_bytes(t, name).await;
         let mut logbook = None;
         let mut actions = Vec::new();
         for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
@@ -335,25 +312,10 @@ async fn a_checkpoint_every_100_versions_holds_the_whole_state() {
         last = replace(&t, d, 0..2, "a", &format!("r{i}")).await;
     }
     assert_eq!(last, 100);
-    let loc = t.location();
-    let hint = loc
-        .store()
-        .get(&loc.path("_delta_log/_last_checkpoint"))
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let hint = object_bytes(&t, "_delta_log/_last_checkpoint").await;
     let hint: Value = serde_json::from_slice(&hint).unwrap();
     assert_eq!(hint["version"], 100);
-    let bytes = loc
-        .store()
-        .get(&loc.path("_delta_log/00000000000000000100.checkpoint.parquet"))
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let bytes = object_bytes(&t, "_delta_log/00000000000000000100.checkpoint.parquet").await;
     let batches: Vec<arrow_array::RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(bytes)
         .unwrap()
         .build()
@@ -399,21 +361,6 @@ async fn vacuum_trims_the_delta_log_before_the_checkpoint_the_oldest_kept_versio
         replace(&t, d, 0..2, "a", &format!("r{i}")).await;
     }
     expire(&t, Keep::Last(10)).await.unwrap();
-    let names = |t: &Table| {
-        let t = t.clone();
-        async move {
-            let loc = t.location();
-            let mut n: Vec<String> = loc
-                .store()
-                .list(Some(&loc.path("_delta_log")))
-                .map_ok(|m| loc.relative(&m.location))
-                .try_collect()
-                .await
-                .unwrap();
-            n.sort();
-            n
-        }
-    };
     let dry = vacuum(
         &t,
         VacuumOptions {
@@ -432,7 +379,7 @@ async fn vacuum_trims_the_delta_log_before_the_checkpoint_the_oldest_kept_versio
     // Versions 0..200 and checkpoint 100 go; checkpoint 200 and what follows stay.
     assert_eq!(trimmed.len(), 200 + 1, "{trimmed:?}");
     assert_eq!(
-        names(&t).await.len(),
+        objects(&t, "_delta_log").await.len(),
         251 + 2 + 1 + 1,
         "a dry run deletes nothing"
     );
@@ -446,7 +393,7 @@ async fn vacuum_trims_the_delta_log_before_the_checkpoint_the_oldest_kept_versio
     )
     .await
     .unwrap();
-    let left = names(&t).await;
+    let left = objects(&t, "_delta_log").await;
     assert_eq!(
         left.first().map(String::as_str),
         Some("_delta_log/00000000000000000200.checkpoint.parquet")
@@ -463,29 +410,16 @@ async fn a_delta_log_left_by_an_earlier_table_is_never_taken_for_ours() {
     let old = mirrored_table("m_leftover").await;
     replace(&old, date("2026-03-15"), 0..5, "old", "r1").await;
     let loc = old.location().clone();
-    for rel in crate::common::data_files(&old).await {
+    for rel in data_files(&old).await {
         delete(&old, &rel).await;
     }
-    let keep: Vec<String> = loc
-        .store()
-        .list(Some(&loc.path("_logbook")))
-        .map_ok(|m| loc.relative(&m.location))
-        .try_collect()
-        .await
-        .unwrap();
+    let keep = objects(&old, "_logbook").await;
     for rel in keep {
         delete(&old, &rel).await;
     }
     // A new table at the same place: same versions, other commits.
     let schema = TableSchema::parse_spec("m_leftover", SPEC, "date").unwrap();
-    let props = TableProperties {
-        mirror: Some(Mirror {
-            format: MirrorFormat::Delta,
-            since: 0,
-            first: 0,
-        }),
-        ..Default::default()
-    };
+    let props = delta_mirror();
     let t = Table::create_with_properties(loc, "m_leftover", schema, props, options())
         .await
         .unwrap();

@@ -297,6 +297,16 @@ pub struct Mirror {
 }
 
 impl Mirror {
+    /// A mirror on from the table's creation (for [`TableProperties`] given
+    /// to a create; later, [`crate::Table::set_mirror`] turns one on).
+    pub fn from_creation(format: MirrorFormat) -> Self {
+        Self {
+            format,
+            since: 0,
+            first: 0,
+        }
+    }
+
     /// The mirror version of logbook version `version`, if it is mirrored.
     pub fn mirror_version(&self, version: u64) -> Option<u64> {
         version.checked_sub(self.since).map(|k| self.first + k)

@@ -74,11 +74,7 @@ impl Warehouse {
         let mirror = mirror
             .map(|m| {
                 m.parse::<logbook_core::MirrorFormat>()
-                    .map(|format| logbook_core::Mirror {
-                        format,
-                        since: 0,
-                        first: 0,
-                    })
+                    .map(logbook_core::Mirror::from_creation)
                     .map_err(|e| errors::invalid(format!("table {name}: mirror: {e}")))
             })
             .transpose()?;

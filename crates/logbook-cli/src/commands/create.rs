@@ -57,11 +57,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     let properties = TableProperties {
         schedule_start: args.schedule_start,
         depends_on_previous: args.depends_on_previous,
-        mirror: args.mirror.map(|format| logbook_core::Mirror {
-            format,
-            since: 0,
-            first: 0,
-        }),
+        mirror: args.mirror.map(logbook_core::Mirror::from_creation),
     };
     let table = warehouse
         .create_table_with_properties(&args.table, schema.clone(), properties)
