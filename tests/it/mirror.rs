@@ -38,7 +38,8 @@ async fn mirrored_table(name: &str) -> Table {
 /// the files live after it.
 #[derive(Debug)]
 struct DeltaVersion {
-    logbook: u64,
+    /// `None` for an entry another engine wrote.
+    logbook: Option<u64>,
     files: BTreeSet<String>,
     actions: Vec<Value>,
 }
@@ -70,7 +71,7 @@ async fn replay(t: &Table) -> Vec<DeltaVersion> {
             actions.push(a);
         }
         out.push(DeltaVersion {
-            logbook: logbook.unwrap_or_else(|| panic!("{name} has no logbook txn")),
+            logbook,
             files: files.clone(),
             actions,
         });
@@ -103,11 +104,14 @@ async fn live_files_if_kept(t: &Table, version: u64) -> Option<BTreeSet<String>>
 pub async fn assert_mirrors(t: &Table, since: u64) {
     let versions = replay(t).await;
     let latest = t.latest_version().await.unwrap();
-    let mirrored: Vec<u64> = versions.iter().map(|v| v.logbook).collect();
+    let mirrored: Vec<u64> = versions
+        .iter()
+        .map(|v| v.logbook.expect("every entry is logbook's"))
+        .collect();
     assert_eq!(mirrored.last(), Some(&latest), "the mirror is caught up");
-    for v in &versions {
-        if let Some(files) = live_files_if_kept(t, v.logbook).await {
-            assert_eq!(v.files, files, "logbook version {}", v.logbook);
+    for (v, files) in mirrored.iter().zip(&versions) {
+        if let Some(live) = live_files_if_kept(t, *v).await {
+            assert_eq!(files.files, live, "logbook version {v}");
         }
     }
     let tail: Vec<u64> = mirrored.iter().copied().filter(|v| *v >= since).collect();
@@ -188,7 +192,7 @@ async fn every_delta_version_holds_exactly_the_files_of_its_logbook_version() {
     // After the rename, column mapping names the files' column.
     let renamed = versions
         .iter()
-        .find(|v| v.actions.iter().any(|a| a["metaData"].is_object()) && v.logbook > 0)
+        .find(|v| v.actions.iter().any(|a| a["metaData"].is_object()) && v.logbook > Some(0))
         .unwrap();
     let meta = renamed
         .actions
@@ -261,6 +265,21 @@ async fn a_foreign_delta_entry_stops_the_mirror_but_never_fails_a_commit() {
             .contains("_delta_log/00000000000000000002.json"),
         "{err}"
     );
+    // The next commit never builds on the foreign entry.
+    replace(&t, date("2026-03-17"), 0..5, "a", "r3").await;
+    assert!(
+        !objects(&t, "_delta_log").await.contains(&delta_entry(3)),
+        "Delta version 3 would build on another engine's entry"
+    );
+    // Turning the mirror off and on rebuilds it from Delta's own state.
+    t.set_mirror(None).await.unwrap();
+    t.set_mirror(Some(MirrorFormat::Delta)).await.unwrap();
+    let versions = replay(&t).await;
+    let latest = t.latest_version().await.unwrap();
+    let last = versions.last().unwrap();
+    assert_eq!(last.logbook, Some(latest));
+    assert_eq!(last.files, live_files(&t, latest).await);
+    assert_eq!(t.mirror_status().await.unwrap().behind, 0);
 }
 
 #[tokio::test]
@@ -290,13 +309,13 @@ async fn a_mirror_turned_off_and_on_again_continues_its_log_from_what_it_held() 
     );
     replace(&t, date("2026-03-18"), 0..5, "a", "r5").await;
     let versions = replay(&t).await;
-    let held: Vec<u64> = versions.iter().map(|v| v.logbook).collect();
+    let held: Vec<u64> = versions.iter().filter_map(|v| v.logbook).collect();
     assert_eq!(
         held,
         [on.version, on.version + 1, again.version, again.version + 1]
     );
     for v in &versions {
-        assert_eq!(v.files, live_files(&t, v.logbook).await);
+        assert_eq!(v.files, live_files(&t, v.logbook.unwrap()).await);
     }
 }
 
@@ -399,6 +418,15 @@ async fn vacuum_trims_the_delta_log_before_the_checkpoint_the_oldest_kept_versio
         Some("_delta_log/00000000000000000200.checkpoint.parquet")
     );
     assert!(left.contains(&"_delta_log/00000000000000000200.json".to_string()));
+    // A hint left behind the trimmed entries is not taken for an empty log.
+    let loc = t.location();
+    loc.store()
+        .put(
+            &loc.path("_logbook/mirror/delta-last"),
+            PutPayload::from("100"),
+        )
+        .await
+        .unwrap();
     // Expiry's and vacuum's own commits are mirrored too.
     let status = t.mirror_status().await.unwrap();
     assert_eq!((status.behind, status.delta_version), (0, Some(252)));
@@ -426,4 +454,64 @@ async fn a_delta_log_left_by_an_earlier_table_is_never_taken_for_ours() {
     replace(&t, date("2026-03-16"), 0..5, "new", "r1").await;
     let err = t.mirror_status().await.unwrap_err();
     assert!(err.to_string().contains("another table's commit"), "{err}");
+}
+
+#[tokio::test]
+async fn a_mirror_turned_on_again_after_its_base_was_vacuumed_rebuilds_from_deltas_state() {
+    use logbook::maintenance::{expire, vacuum, Keep, VacuumOptions};
+    let t = mirrored_table("m_reseed").await;
+    replace(&t, date("2026-03-15"), 0..5, "a", "r1").await;
+    t.set_mirror(None).await.unwrap();
+    // The version the Delta log holds is expired and its files vacuumed.
+    replace(&t, date("2026-03-15"), 0..3, "b", "r2").await;
+    replace(&t, date("2026-03-16"), 0..3, "b", "r3").await;
+    expire(&t, Keep::Last(1)).await.unwrap();
+    let sweep = VacuumOptions {
+        retention_ms: 0,
+        dry_run: false,
+        force: true,
+    };
+    vacuum(&t, sweep).await.unwrap();
+    let status = t.mirror_status().await.unwrap();
+    assert!(
+        !status.enabled && status.delta_version == Some(1),
+        "{status:?}"
+    );
+    t.set_mirror(Some(MirrorFormat::Delta)).await.unwrap();
+    let versions = replay(&t).await;
+    let latest = t.latest_version().await.unwrap();
+    assert_eq!(versions.last().unwrap().logbook, Some(latest));
+    assert_eq!(versions.last().unwrap().files, live_files(&t, latest).await);
+
+    // A `_delta_log/` deleted by hand: off and on starts a new one at 0.
+    for rel in objects(&t, "_delta_log").await {
+        delete(&t, &rel).await;
+    }
+    assert!(
+        t.sync_mirror().await.is_err(),
+        "a missing log is not taken for a new one"
+    );
+    t.set_mirror(None).await.unwrap();
+    t.set_mirror(Some(MirrorFormat::Delta)).await.unwrap();
+    let versions = replay(&t).await;
+    assert_eq!(versions.len(), 1);
+    let latest = t.latest_version().await.unwrap();
+    assert_eq!(versions[0].files, live_files(&t, latest).await);
+}
+
+#[tokio::test]
+async fn a_retried_run_restores_the_delta_entry_its_crashed_first_try_lost() {
+    let t = mirrored_table("m_retry").await;
+    let v = replace(&t, date("2026-03-15"), 0..5, "a", "nightly").await;
+    delete(&t, &delta_entry(v)).await;
+    // The orchestrator retries the run: nothing to commit, the mirror catches up.
+    let mut w = t
+        .replace_partition(date("2026-03-15"), RunInfo::new("nightly"))
+        .await
+        .unwrap();
+    w.write(&batch(date("2026-03-15"), 0..5, "a"))
+        .await
+        .unwrap();
+    assert!(w.commit().await.unwrap().already_committed);
+    assert_mirrors(&t, 0).await;
 }

@@ -234,6 +234,7 @@ pub(crate) async fn commit(
             .await
             .map_err(|e| fail(e, ambiguous))?
         {
+            crate::mirror::after_retry(table, &head_snap).await;
             return Ok(CommitInfo {
                 version,
                 already_committed: true,
@@ -250,6 +251,7 @@ pub(crate) async fn commit(
                 .map_err(|e| fail(e, ambiguous))?,
         );
         if pending.operation == Operation::Compact && pending.changes.is_empty() {
+            crate::mirror::after_retry(table, &head_snap).await;
             dropped.sort();
             return Ok(CommitInfo {
                 version: head,

@@ -157,7 +157,7 @@ pub enum Error {
         reason: String,
     },
 
-    #[error("table {table}: the Delta mirror cannot follow the log at {path}: {reason}")]
+    #[error("table {table}: the Delta mirror cannot follow the log at {path}: {reason}; `logbook alter {table} --mirror none`, then `--mirror delta`, starts it again from the table's current state")]
     MirrorDiverged {
         table: String,
         path: String,

@@ -8,8 +8,11 @@
 //! could cut off a maximum). A truncated string minimum is still a lower
 //! bound, so it is kept.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Float64Type};
+use arrow_array::{Array, RecordBatch};
 use arrow_schema::{DataType, Schema};
 use chrono::NaiveDate;
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
@@ -19,9 +22,40 @@ use serde_json::Value;
 
 use crate::format::ColumnStats;
 
+/// The float columns of `batch` that hold a NaN. Parquet writers leave NaN
+/// out of a column's statistics, so a file with one has no true bounds for
+/// that column (a filter `x > 5` must not skip a file holding NaN, which
+/// logbook's own reads return for it).
+pub(crate) fn nan_columns(batch: &RecordBatch) -> Vec<usize> {
+    batch
+        .columns()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| match c.data_type() {
+            DataType::Float32 => c
+                .as_primitive::<Float32Type>()
+                .values()
+                .iter()
+                .any(|v| v.is_nan()),
+            DataType::Float64 => c
+                .as_primitive::<Float64Type>()
+                .values()
+                .iter()
+                .any(|v| v.is_nan()),
+            _ => false,
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// The statistics of every column of `schema` (flat, one Parquet leaf per
-/// field) in a file whose footer is `meta`, keyed by field id.
-pub(crate) fn from_footer(schema: &Schema, meta: &ParquetMetaData) -> BTreeMap<u32, ColumnStats> {
+/// field) in a file whose footer is `meta`, keyed by field id; columns in
+/// `nan_columns` get no bounds.
+pub(crate) fn from_footer(
+    schema: &Schema,
+    meta: &ParquetMetaData,
+    nan_columns: &BTreeSet<usize>,
+) -> BTreeMap<u32, ColumnStats> {
     let mut out = BTreeMap::new();
     for (i, field) in schema.fields().iter().enumerate() {
         let Some(id) = field
@@ -33,16 +67,13 @@ pub(crate) fn from_footer(schema: &Schema, meta: &ParquetMetaData) -> BTreeMap<u
         };
         let mut acc = Bounds::default();
         let mut nulls = 0u64;
-        let mut complete = true;
+        let mut complete = !nan_columns.contains(&i);
         for rg in meta.row_groups() {
             let Some(stats) = rg.columns().get(i).and_then(|c| c.statistics()) else {
                 complete = false;
                 continue;
             };
             nulls += stats.null_count_opt().unwrap_or(0);
-            if stats.null_count_opt().is_none() {
-                complete = false;
-            }
             acc.merge(field.data_type(), stats);
         }
         out.insert(
@@ -195,7 +226,7 @@ mod tests {
         w.write(&batch).unwrap();
         let meta = w.close().unwrap();
         assert_eq!(meta.num_row_groups(), 2);
-        let stats = from_footer(&schema, &meta);
+        let stats = from_footer(&schema, &meta, &BTreeSet::new());
         assert_eq!(stats[&1].min, Some(json!("2026-03-15")));
         assert_eq!(stats[&1].max, Some(json!("2026-03-15")));
         assert_eq!(
@@ -208,5 +239,28 @@ mod tests {
             (stats[&4].min.clone(), stats[&4].max.clone()),
             (Some(json!("a")), Some(json!("c")))
         );
+    }
+
+    #[test]
+    fn a_column_holding_nan_has_no_bounds() {
+        let schema = Arc::new(Schema::new(vec![with_id(
+            Field::new("x", DataType::Float64, true),
+            1,
+        )]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(Float64Array::from(vec![1.0, f64::NAN]))],
+        )
+        .unwrap();
+        let mut w = ArrowWriter::try_new(Vec::new(), schema.clone(), None).unwrap();
+        w.write(&batch).unwrap();
+        let meta = w.close().unwrap();
+        let nan: BTreeSet<usize> = nan_columns(&batch).into_iter().collect();
+        assert_eq!(nan, BTreeSet::from([0]));
+        let stats = from_footer(&schema, &meta, &nan);
+        assert_eq!((stats[&1].min.clone(), stats[&1].max.clone()), (None, None));
+        // Without the NaN check the footer's bounds would say max = 1.
+        let unchecked = from_footer(&schema, &meta, &BTreeSet::new());
+        assert_eq!(unchecked[&1].max, Some(json!(1.0)));
     }
 }

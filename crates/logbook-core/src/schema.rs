@@ -334,10 +334,20 @@ impl TableSchema {
             return invalid("no columns".into());
         }
         let mut seen = HashMap::new();
+        let mut files = HashMap::new();
         for c in &self.columns {
             validate_column_name(&c.name)?;
             if seen.insert(c.name.as_str(), c.id).is_some() {
                 return invalid(format!("column {:?} appears twice", c.name));
+            }
+            let stored = c.file_name();
+            if files.insert(stored, c.id).is_some()
+                || self.retired_names.iter().any(|r| r == stored)
+            {
+                return invalid(format!(
+                    "column {:?} would be stored as {stored:?}, a name data files already use for another column",
+                    c.name
+                ));
             }
         }
         match &self.kind {
@@ -419,17 +429,29 @@ impl TableSchema {
                 }
                 let id = self.next_column_id();
                 next.last_column_id = id;
+                // A name old files still use (a dropped or renamed column's)
+                // must not be read as this column's: write under another.
                 let taken = |n: &str| {
                     self.retired_names.iter().any(|r| r == n)
                         || self.columns.iter().any(|c| c.file_name() == n)
                 };
+                let mut file_name = name.clone();
+                for attempt in 0u32.. {
+                    if !taken(&file_name) {
+                        break;
+                    }
+                    file_name = match attempt {
+                        0 => format!("{name}__{id}"),
+                        n => format!("{name}__{id}_{n}"),
+                    };
+                }
                 next.columns.push(Column {
                     id,
                     name: name.clone(),
                     ty: *ty,
                     nullable: true,
                     added_in: next.version,
-                    physical: taken(name).then(|| format!("{name}__{id}")),
+                    physical: (file_name != *name).then_some(file_name),
                 });
             }
             SchemaChange::WidenColumn { name, ty } => {

@@ -30,6 +30,9 @@ struct OpenFile {
     relative: String,
     writer: AsyncArrowWriter<BufWriter>,
     rows: u64,
+    /// Float columns that held a NaN: Parquet statistics leave NaN out, so
+    /// their bounds are not bounds (see `file_stats`).
+    nan_columns: std::collections::BTreeSet<usize>,
 }
 
 impl StagedFiles {
@@ -83,6 +86,8 @@ impl StagedFiles {
     async fn append(&mut self, slice: RecordBatch) -> Result<()> {
         let opts = &self.table.options;
         let file = self.open.as_mut().expect("caller opened a file");
+        file.nan_columns
+            .extend(crate::file_stats::nan_columns(&slice));
         let rel = &file.relative;
         file.writer
             .write(&slice)
@@ -137,6 +142,7 @@ impl StagedFiles {
             relative,
             writer,
             rows: 0,
+            nan_columns: Default::default(),
         })
     }
 
@@ -151,7 +157,7 @@ impl StagedFiles {
             .map_err(|e| Error::parquet(&f.relative, e))?;
         self.files.push(DataFile {
             size: f.writer.bytes_written() as u64,
-            stats: crate::file_stats::from_footer(&self.schema, &footer),
+            stats: crate::file_stats::from_footer(&self.schema, &footer, &f.nan_columns),
             path: f.relative,
             rows: f.rows,
         });

@@ -90,6 +90,17 @@ impl Table {
         options: TableOptions,
     ) -> Result<Table> {
         validate_table_name(name)?;
+        if properties
+            .mirror
+            .is_some_and(|m| m.since != 0 || m.first != 0)
+        {
+            return Err(Error::InvalidInput {
+                table: name.to_string(),
+                reason:
+                    "a mirror given at creation starts at version 0 (use Mirror::from_creation)"
+                        .into(),
+            });
+        }
         let inner = Arc::new(TableInner::new(name, location, options));
         inner.ensure_put_if_absent().await?;
         let commit_id = inner.options.ids.next_id();

@@ -114,23 +114,21 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
                 table.name()
             )));
         }
-        let format = match mirror.as_str() {
-            "none" => None,
-            other => Some(other.parse().map_err(|e| {
-                CliError::Input(format!("table {}: --mirror: {e} or none", table.name()))
-            })?),
-        };
+        let format = super::parse_mirror(table.name(), mirror)?;
         let info = table.set_mirror(format).await?;
-        let status = table.mirror_status().await?;
+        // The property commit has landed; where the mirror stands is extra.
+        let at = match table.mirror_status().await {
+            Ok(s) => s
+                .delta_version
+                .filter(|_| s.enabled)
+                .map_or(String::new(), |d| format!(" (Delta version {d})")),
+            Err(e) => format!(" (the mirror is behind: {e})"),
+        };
         println!(
-            "table {}: mirror {} at version {}{}",
+            "table {}: mirror {} at version {}{at}",
             table.name(),
             format.map_or("off".to_string(), |f| format!("{f} on")),
             info.version,
-            status
-                .delta_version
-                .filter(|_| status.enabled)
-                .map_or(String::new(), |d| format!(" (Delta version {d})"))
         );
         return Ok(());
     }

@@ -30,11 +30,15 @@ pub struct Args {
     depends_on_previous: bool,
     /// Keep a Delta Lake log beside logbook's (`_delta_log/`), so Spark,
     /// Trino, DuckDB, polars and deltalake read the table.
-    #[arg(long, value_name = "FORMAT")]
-    mirror: Option<logbook_core::MirrorFormat>,
+    #[arg(long, value_name = "delta|none")]
+    mirror: Option<String>,
 }
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
+    let mirror = match &args.mirror {
+        Some(value) => super::parse_mirror(&args.table, value)?,
+        None => None,
+    };
     let columns = if args.schema.ends_with(".parquet") {
         let arrow = input::parquet_schema(std::path::Path::new(&args.schema))?;
         columns_from_arrow(&args.table, &arrow)?
@@ -57,7 +61,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     let properties = TableProperties {
         schedule_start: args.schedule_start,
         depends_on_previous: args.depends_on_previous,
-        mirror: args.mirror.map(logbook_core::Mirror::from_creation),
+        mirror: mirror.map(logbook_core::Mirror::from_creation),
     };
     let table = warehouse
         .create_table_with_properties(&args.table, schema.clone(), properties)

@@ -32,8 +32,13 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         return Ok(());
     }
     let Some(format) = status.format else {
+        let left = match (status.delta_version, status.mirrored_version) {
+            (Some(d), Some(v)) => format!("; a Delta log is left at Delta version {d} (logbook version {v}): it no longer follows the table, and vacuum deletes files it names; delete `_delta_log/` or turn the mirror on again"),
+            (Some(d), None) => format!("; a Delta log not written by logbook is at Delta version {d}"),
+            _ => String::new(),
+        };
         println!(
-            "table {}: no mirror (turn one on with `logbook alter {} --mirror delta`)",
+            "table {}: no mirror (turn one on with `logbook alter {} --mirror delta`){left}",
             status.table, status.table
         );
         return Ok(());

@@ -31,6 +31,20 @@ pub enum CliError {
     Failed(String),
 }
 
+/// `--mirror delta|none` as given to `create` and `alter`.
+pub fn parse_mirror(
+    table: &str,
+    value: &str,
+) -> Result<Option<logbook_core::MirrorFormat>, CliError> {
+    match value {
+        "none" => Ok(None),
+        other => other
+            .parse()
+            .map(Some)
+            .map_err(|e| CliError::Input(format!("table {table}: --mirror: {e}, or none"))),
+    }
+}
+
 pub async fn tables(warehouse: &Warehouse) -> Result<(), CliError> {
     for name in warehouse.list_tables().await? {
         println!("{name}");

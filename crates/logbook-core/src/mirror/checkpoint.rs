@@ -25,35 +25,22 @@ use object_store::{ObjectStoreExt, PutPayload};
 use parquet::arrow::ArrowWriter;
 use serde_json::json;
 
-use super::delta_log::{self, Action, Txn, APP_ID, DELTA_LOG};
-use super::delta_table;
+use super::delta_commit::{add, declaration, live_files, txn};
+use super::delta_log::{self, Action, DELTA_LOG};
 use crate::error::{Error, Result};
 use crate::snapshot::Snapshot;
 use crate::table::TableInner;
 
 /// Write the checkpoint of Delta version `d`, which mirrors `snapshot`.
-pub(crate) async fn write(table: &Arc<TableInner>, d: u64, snapshot: &Snapshot) -> Result<()> {
-    let created = table.read_entry(0).await?;
+pub(crate) async fn write(table: &TableInner, d: u64, snapshot: &Snapshot) -> Result<()> {
     let schema = snapshot.schema();
     let ts = snapshot.timestamp_ms();
-    let mut actions = vec![
-        Action::Protocol(delta_table::protocol(schema)),
-        Action::MetaData(delta_table::metadata(
-            &table.name,
-            created.commit_id,
-            created.timestamp_ms,
-            schema,
-        )),
-        Action::Txn(Txn {
-            app_id: APP_ID.into(),
-            version: snapshot.version() as i64,
-            last_updated: ts,
-        }),
-    ];
-    for f in delta_log::live_files(snapshot).await?.values() {
-        actions.push(Action::Add(delta_log::add(schema, f, ts, false)));
+    let mut actions: Vec<Action> = declaration(table, schema).await?.into();
+    actions.push(txn(snapshot));
+    for f in live_files(snapshot).await?.values() {
+        actions.push(Action::Add(add(schema, f, ts, false)));
     }
-    let relative = format!("{DELTA_LOG}/{d:020}.checkpoint.parquet");
+    let relative = delta_log::checkpoint_path(d);
     let bytes = encode(&actions).map_err(|e| Error::arrow(&relative, e))?;
     let store = table.location.store();
     let path = table.location.path(&relative);

@@ -1,25 +1,25 @@
-//! Writing one Delta commit for one logbook commit: the actions, and their
-//! creation with put-if-absent.
+//! The Delta log as a sequence of objects: names, the action types logbook
+//! writes, creating an entry with put-if-absent, and recognising logbook's
+//! own entries (by the `txn` and the commit id they name).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::HashMap;
 
 use bytes::Bytes;
+use futures::TryStreamExt;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use uuid::Uuid;
 
-use super::{checkpoint, delta_table};
+use super::delta_table;
 use crate::error::{Error, Result};
-use crate::format::{DataFile, LogEntry, Mirror, Operation};
+use crate::format::LogEntry;
 use crate::log::{Log, PutOutcome};
-use crate::snapshot::Snapshot;
 use crate::table::TableInner;
 
 /// Delta's log directory: the table root is the Delta table's root.
 pub(crate) const DELTA_LOG: &str = "_delta_log";
-/// Our best-effort hint of the latest Delta version (Delta's own
-/// `_last_checkpoint` only names checkpoints).
+/// Our best-effort hint of the latest Delta version, moved at checkpoints
+/// (Delta's own `_last_checkpoint` only names checkpoints).
 const HINT: &str = "_logbook/mirror/delta-last";
 /// The `txn` application id that marks entries written by logbook.
 pub(crate) const APP_ID: &str = "logbook";
@@ -32,6 +32,63 @@ pub(crate) fn log(table: &TableInner) -> Log {
 
 pub(crate) fn entry_path(version: u64) -> String {
     format!("{DELTA_LOG}/{version:020}.json")
+}
+
+pub(crate) fn checkpoint_path(version: u64) -> String {
+    format!("{DELTA_LOG}/{version:020}.checkpoint.parquet")
+}
+
+/// What an object of `_delta_log/` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Entry,
+    Checkpoint,
+}
+
+/// The version and kind of a `_delta_log/` object named by `relative`
+/// (`None` for anything else, such as `_last_checkpoint`).
+pub(crate) fn parse_name(relative: &str) -> Option<(u64, Kind)> {
+    let file = relative.strip_prefix(DELTA_LOG)?.strip_prefix('/')?;
+    let (digits, rest) = file.split_at_checked(20)?;
+    let kind = match rest {
+        ".json" => Kind::Entry,
+        ".checkpoint.parquet" => Kind::Checkpoint,
+        _ => return None,
+    };
+    Some((digits.parse().ok()?, kind))
+}
+
+/// Every versioned object of `_delta_log/`, sorted by version.
+pub(crate) async fn list(table: &TableInner) -> Result<Vec<(u64, Kind, String)>> {
+    let prefix = table.location.path(DELTA_LOG);
+    let objects: Vec<object_store::ObjectMeta> = table
+        .location
+        .store()
+        .list(Some(&prefix))
+        .try_collect()
+        .await
+        .map_err(|e| Error::storage(&prefix, e))?;
+    let mut out: Vec<(u64, Kind, String)> = objects
+        .iter()
+        .map(|o| table.location.relative(&o.location))
+        .filter_map(|rel| parse_name(&rel).map(|(v, k)| (v, k, rel)))
+        .collect();
+    out.sort_by_key(|(v, _, _)| *v);
+    Ok(out)
+}
+
+/// The latest Delta version, or `None` for an empty log. Probes from the
+/// hint; when neither the hint nor version 0 exists (vacuum trimmed the log
+/// below a stale hint) the log is listed, never taken for empty.
+pub(crate) async fn latest(table: &TableInner) -> Result<Option<u64>> {
+    if let Some(v) = log(table).latest().await? {
+        return Ok(Some(v));
+    }
+    let listed = list(table).await?;
+    match listed.iter().rev().find(|(_, k, _)| *k == Kind::Entry) {
+        Some((v, _, _)) => log(table).latest_from(*v).await.map(Some),
+        None => Ok(None),
+    }
 }
 
 /// One line of a Delta commit file.
@@ -77,61 +134,26 @@ pub(crate) struct Remove {
     pub size: i64,
 }
 
-/// Write Delta version `d` of `mirror`: the change from `prev` (the logbook
-/// snapshot Delta version `d - 1` holds) to `next`. For the mirror's first
-/// version `prev` is found from the entry before it, if any.
-pub(crate) async fn write_version(
-    table: &Arc<TableInner>,
-    mirror: &Mirror,
+/// Create Delta version `d` holding `actions`, the mirror of logbook commit
+/// `entry`. Another writer's entry there is fine only if it mirrors the
+/// same commit (a concurrent catch-up).
+pub(crate) async fn create(
+    table: &TableInner,
     d: u64,
-    prev: Option<&Snapshot>,
-    next: &Snapshot,
+    actions: &[Action],
+    entry: &LogEntry,
 ) -> Result<()> {
-    let base = if d == mirror.first {
-        match d.checked_sub(1) {
-            None => None,
-            Some(before) => {
-                let (v, _) = recorded(table, before)
-                    .await?
-                    .ok_or_else(|| diverged(table, before, "it has no logbook `txn`".into()))?;
-                Some(table.snapshot(v).await.map_err(|e| {
-                    diverged(
-                        table,
-                        before,
-                        format!("it holds logbook version {v}, which can no longer be read ({e}); delete `_delta_log/` and turn the mirror on again"),
-                    )
-                })?)
-            }
-        }
-    } else {
-        Some(prev.cloned().expect("callers pass the previous snapshot"))
-    };
-    let actions = actions(table, base.as_ref(), next, d == mirror.first).await?;
     let mut body = Vec::new();
-    for a in &actions {
+    for a in actions {
         serde_json::to_writer(&mut body, a).expect("actions serialise");
         body.push(b'\n');
     }
-    let log = log(table);
-    match log.try_create(d, Bytes::from(body)).await {
-        PutOutcome::Created => {}
-        PutOutcome::AlreadyExists => check_winner(table, d, next.entry()).await?,
-        PutOutcome::Ambiguous(e) => {
-            if check_winner(table, d, next.entry()).await.is_err() {
-                return Err(e);
-            }
-        }
+    match log(table).try_create(d, Bytes::from(body)).await {
+        PutOutcome::Created => Ok(()),
+        PutOutcome::AlreadyExists => check_winner(table, d, entry).await,
+        // Landed or not: reading it back decides.
+        PutOutcome::Ambiguous(e) => check_winner(table, d, entry).await.map_err(|_| e),
     }
-    if d > 0 && d.is_multiple_of(CHECKPOINT_INTERVAL) {
-        checkpoint::write(table, d, next).await?;
-        // The hint moves with checkpoints only: finding the latest entry
-        // probes forward from it (a few `HEAD`s), and commits stay one put
-        // cheaper.
-        if let Err(e) = log.write_hint(d).await {
-            tracing::warn!(table = %table.name, version = d, error = %e, "could not update the Delta mirror's hint");
-        }
-    }
-    Ok(())
 }
 
 /// Delta version `d` must mirror the logbook commit `entry`: another
@@ -139,13 +161,21 @@ pub(crate) async fn write_version(
 /// another engine appended to the mirror, or a `_delta_log/` was left by an
 /// earlier table at this location (a divergence: the commit id differs).
 pub(crate) async fn check_winner(table: &TableInner, d: u64, entry: &LogEntry) -> Result<()> {
-    let found = recorded(table, d).await?;
+    judge(table, d, recorded(table, d).await?, entry)
+}
+
+fn judge(
+    table: &TableInner,
+    d: u64,
+    found: Option<(u64, Option<Uuid>)>,
+    entry: &LogEntry,
+) -> Result<()> {
     let reason = match found {
         Some((v, id)) if v == entry.version && id.is_none_or(|id| id == entry.commit_id) => {
             return Ok(())
         }
         Some((v, _)) if v == entry.version => {
-            "it mirrors another table's commit (a `_delta_log/` left at this location); move it away and run `logbook mirror`".to_string()
+            "it mirrors another table's commit (a `_delta_log/` left at this location)".to_string()
         }
         Some((v, _)) => format!("it mirrors logbook version {v}, not {}", entry.version),
         None => "it was written by another Delta writer (no logbook `txn`); the mirror is read-only for other engines".to_string(),
@@ -153,7 +183,7 @@ pub(crate) async fn check_winner(table: &TableInner, d: u64, entry: &LogEntry) -
     Err(diverged(table, d, reason))
 }
 
-fn diverged(table: &TableInner, d: u64, reason: String) -> Error {
+pub(crate) fn diverged(table: &TableInner, d: u64, reason: String) -> Error {
     Error::MirrorDiverged {
         table: table.name.clone(),
         path: entry_path(d),
@@ -167,10 +197,22 @@ pub(crate) async fn recorded(table: &TableInner, d: u64) -> Result<Option<(u64, 
     let Some(bytes) = log(table).read(d).await? else {
         return Err(diverged(table, d, "it is missing".into()));
     };
+    recorded_in(table, d, &bytes)
+}
+
+/// [`check_winner`] on entry `d`'s bytes, already read.
+pub(crate) fn check_bytes(
+    table: &TableInner,
+    d: u64,
+    bytes: &[u8],
+    entry: &LogEntry,
+) -> Result<()> {
+    judge(table, d, recorded_in(table, d, bytes)?, entry)
+}
+
+fn recorded_in(table: &TableInner, d: u64, bytes: &[u8]) -> Result<Option<(u64, Option<Uuid>)>> {
     let (mut version, mut commit_id) = (None, None);
-    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        let action: Value = serde_json::from_slice(line)
-            .map_err(|e| diverged(table, d, format!("not Delta JSON: {e}")))?;
+    for action in actions_of(table, d, bytes)? {
         if action["txn"]["appId"] == APP_ID {
             version = action["txn"]["version"].as_u64();
         }
@@ -181,156 +223,14 @@ pub(crate) async fn recorded(table: &TableInner, d: u64) -> Result<Option<(u64, 
     Ok(version.map(|v| (v, commit_id)))
 }
 
-/// The actions taking Delta from `base` (none: an empty table) to `next`.
-async fn actions(
-    table: &TableInner,
-    base: Option<&Snapshot>,
-    next: &Snapshot,
-    first: bool,
-) -> Result<Vec<Action>> {
-    let entry = next.entry();
-    let ts = entry.timestamp_ms;
-    let schema = next.schema();
-    let mut out = vec![Action::CommitInfo(commit_info(next))];
-    if first || base.is_none_or(|b| b.schema() != schema) {
-        let created = table.read_entry(0).await?;
-        out.push(Action::Protocol(delta_table::protocol(schema)));
-        out.push(Action::MetaData(delta_table::metadata(
-            &table.name,
-            created.commit_id,
-            created.timestamp_ms,
-            schema,
-        )));
-    }
-    out.push(Action::Txn(Txn {
-        app_id: APP_ID.into(),
-        version: next.version() as i64,
-        last_updated: ts,
-    }));
-    let (removed, added) = changed_files(base, next).await?;
-    let data_change = entry.operation != Operation::Compact;
-    for f in removed {
-        out.push(Action::Remove(Remove {
-            path: delta_table::encode_path(&f.path),
-            deletion_timestamp: ts,
-            data_change,
-            extended_file_metadata: true,
-            partition_values: HashMap::new(),
-            size: f.size as i64,
-        }));
-    }
-    for f in added {
-        out.push(Action::Add(add(schema, &f, ts, data_change)));
-    }
-    Ok(out)
-}
-
-pub(crate) fn add(
-    schema: &crate::schema::TableSchema,
-    f: &DataFile,
-    ts: i64,
-    data_change: bool,
-) -> Add {
-    Add {
-        path: delta_table::encode_path(&f.path),
-        partition_values: HashMap::new(),
-        size: f.size as i64,
-        modification_time: ts,
-        data_change,
-        stats: Some(delta_table::stats(schema, f)),
-    }
-}
-
-fn commit_info(next: &Snapshot) -> Value {
-    let entry = next.entry();
-    let operation = match entry.operation {
-        Operation::CreateTable => "CREATE TABLE",
-        Operation::ReplacePartitions | Operation::PublishStage | Operation::ApplyDimension => {
-            "WRITE"
-        }
-        Operation::Compact => "OPTIMIZE",
-        Operation::SetProperties => "SET TBLPROPERTIES",
-        Operation::AlterSchema => "CHANGE COLUMN",
-        Operation::Expire | Operation::Vacuum => "SET TBLPROPERTIES",
-    };
-    let run = entry.run.as_ref();
-    json!({
-        "timestamp": entry.timestamp_ms,
-        "operation": operation,
-        "operationParameters": {},
-        "isBlindAppend": false,
-        "engineInfo": format!("logbook/{}", env!("CARGO_PKG_VERSION")),
-        "logbookVersion": entry.version,
-        "logbookCommitId": entry.commit_id.to_string(),
-        "logbookOperation": entry.operation.to_string(),
-        "logbookDates": entry.dates,
-        "runId": run.map(|r| r.run_id.clone()),
-        "codeVersion": run.and_then(|r| r.code_version.clone()),
-    })
-}
-
-/// Every live file of `snapshot`, keyed by path.
-pub(crate) async fn live_files(snapshot: &Snapshot) -> Result<BTreeMap<String, DataFile>> {
-    let mut files: BTreeMap<String, DataFile> = snapshot
-        .dimension_files()
-        .into_iter()
-        .map(|f| (f.path.clone(), f))
-        .collect();
-    for p in snapshot.partitions().await? {
-        files.extend(p.files.into_iter().map(|f| (f.path.clone(), f)));
-    }
-    Ok(files)
-}
-
-/// The files of `base` not in `next`, and of `next` not in `base`. Only the
-/// months whose manifests differ are read.
-async fn changed_files(
-    base: Option<&Snapshot>,
-    next: &Snapshot,
-) -> Result<(Vec<DataFile>, Vec<DataFile>)> {
-    let Some(base) = base else {
-        return Ok((vec![], live_files(next).await?.into_values().collect()));
-    };
-    let mut old: BTreeMap<String, DataFile> = base
-        .dimension_files()
-        .into_iter()
-        .map(|f| (f.path.clone(), f))
-        .collect();
-    let mut new: BTreeMap<String, DataFile> = next
-        .dimension_files()
-        .into_iter()
-        .map(|f| (f.path.clone(), f))
-        .collect();
-    let refs = |s: &Snapshot| -> BTreeMap<String, String> {
-        s.root()
-            .months
-            .iter()
-            .map(|m| (m.month.clone(), m.path.clone()))
-            .collect()
-    };
-    let (before, after) = (refs(base), refs(next));
-    let months: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
-    for month in months {
-        if before.get(month) == after.get(month) {
-            continue;
-        }
-        for (snap, files) in [(base, &mut old), (next, &mut new)] {
-            if let Some(m) = snap.month(month).await? {
-                for p in &m.partitions {
-                    files.extend(p.files.iter().map(|f| (f.path.clone(), f.clone())));
-                }
-            }
-        }
-    }
-    let removed = old
-        .iter()
-        .filter(|(p, _)| !new.contains_key(*p))
-        .map(|(_, f)| f.clone())
-        .collect();
-    let added = new
-        .into_iter()
-        .filter(|(p, _)| !old.contains_key(p))
-        .map(|(_, f)| f)
-        .collect();
-    Ok((removed, added))
+/// The actions of Delta entry `d`, whoever wrote it.
+pub(crate) fn actions_of(table: &TableInner, d: u64, bytes: &[u8]) -> Result<Vec<Value>> {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+        .map(|line| {
+            serde_json::from_slice(line)
+                .map_err(|e| diverged(table, d, format!("not Delta JSON: {e}")))
+        })
+        .collect()
 }

@@ -242,6 +242,47 @@ mod tests {
     }
 
     #[test]
+    fn a_generated_file_name_never_reuses_one_files_hold() {
+        let add = |s: TableSchema, name: &str| {
+            s.evolve(
+                "t",
+                &SchemaChange::AddColumn {
+                    name: name.into(),
+                    ty: ColumnType::Int64,
+                },
+            )
+            .unwrap()
+        };
+        let drop = |s: TableSchema, name: &str| {
+            s.evolve("t", &SchemaChange::DropColumn { name: name.into() })
+                .unwrap()
+        };
+        let rename = |s: TableSchema, from: &str, to: &str| {
+            s.evolve(
+                "t",
+                &SchemaChange::RenameColumn {
+                    from: from.into(),
+                    to: to.into(),
+                },
+            )
+            .unwrap()
+        };
+        // A user's column named like a generated name, then dropped.
+        let s = TableSchema::parse_spec("t", "date:date,a:int64", "date").unwrap();
+        let s = drop(add(s, "a__4"), "a__4");
+        let s = add(rename(s, "a", "b"), "a");
+        let stored: Vec<&str> = s.columns.iter().map(|c| c.file_name()).collect();
+        assert_eq!(stored, ["date", "a", "a__4_1"]);
+        // A live column stored under a generated-looking name.
+        let s = TableSchema::parse_spec("t", "date:date,a:int64,a__3:int64", "date").unwrap();
+        let s = add(rename(s, "a", "b"), "a");
+        let mut stored: Vec<&str> = s.columns.iter().map(|c| c.file_name()).collect();
+        stored.sort();
+        stored.dedup();
+        assert_eq!(stored.len(), 4, "{stored:?}");
+    }
+
+    #[test]
     fn paths_are_uri_references() {
         assert_eq!(
             encode_path("data/date=2026-03-15/a b.parquet"),

@@ -35,9 +35,12 @@
 //! put-if-absent files, like ours. Iceberg is the next mirror.
 
 mod checkpoint;
+mod delta_commit;
 mod delta_log;
+mod delta_replay;
 mod delta_table;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -46,28 +49,33 @@ use crate::error::{Error, Result};
 use crate::format::{Mirror, MirrorFormat};
 use crate::snapshot::Snapshot;
 use crate::table::TableInner;
+use delta_commit::Base;
+use delta_log::{Kind, CHECKPOINT_INTERVAL};
 
 /// Where a table's mirror stands, as `logbook mirror T --status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MirrorStatus {
+    /// The table's name.
     pub table: String,
     /// The mirror's format, or `None` when the table has no mirror on.
     pub format: Option<MirrorFormat>,
+    /// Whether the mirror is on. When it is off but `delta_version` is set,
+    /// a Delta log is left that no longer follows the table.
     pub enabled: bool,
     /// The table's latest logbook version.
     pub logbook_version: u64,
-    /// The latest logbook version the mirror holds.
+    /// The latest logbook version the Delta log holds.
     pub mirrored_version: Option<u64>,
-    /// The mirror's own latest version (the Delta version).
+    /// The Delta log's latest version.
     pub delta_version: Option<u64>,
-    /// Logbook commits not mirrored yet.
+    /// Logbook commits not mirrored yet (0 when the mirror is off).
     pub behind: u64,
 }
 
-/// After logbook commit `next` landed on `prev`: write its mirror commit
-/// (catching up first if earlier ones are missing). Best effort: the
-/// commit has landed, so a failure is logged and left for the next commit
-/// or `logbook mirror` to repair.
+/// After logbook commit `next` landed on `prev` (its version minus one):
+/// write its Delta commit, catching up first if earlier ones are missing.
+/// Best effort: the commit has landed, so a failure is logged and left for
+/// the next commit, `logbook mirror` or a vacuum to repair.
 pub(crate) async fn after_commit(
     table: &Arc<TableInner>,
     prev: Option<&Snapshot>,
@@ -78,20 +86,53 @@ pub(crate) async fn after_commit(
     };
     let version = next.version();
     let result = async {
-        let d = mirror
-            .mirror_version(version)
-            .expect("the head is mirrored");
-        let log = delta_log::log(table);
-        // The fast path: the previous Delta entry exists, so this one is next.
-        if d == mirror.first || log.exists(d - 1).await? {
-            let prev = if d == mirror.first { None } else { prev };
-            return delta_log::write_version(table, &mirror, d, prev, next).await;
+        let Some(d) = mirror.mirror_version(version) else {
+            return Err(Error::InvalidInput {
+                table: table.name.clone(),
+                reason: format!(
+                    "the mirror property starts at version {}, after {version}",
+                    mirror.since
+                ),
+            });
+        };
+        if d == mirror.first {
+            return write_version(table, d, first_base(table, d).await?, next).await;
         }
-        sync(table).await.map(|_| ())
+        // The fast path: Delta version `d - 1` exists and holds `prev`.
+        let before = delta_log::log(table).read(d - 1).await?;
+        match (prev, before) {
+            (Some(prev), Some(bytes)) => {
+                delta_log::check_bytes(table, d - 1, &bytes, prev.entry())?;
+                write_version(table, d, Base::Logbook(prev), next).await
+            }
+            _ => sync(table).await.map(drop),
+        }
     }
     .await;
     if let Err(e) = result {
-        tracing::warn!(table = %table.name, version, error = %e, "commit landed; the Delta mirror is behind until the next commit or `logbook mirror`");
+        tracing::warn!(table = %table.name, version, error = %e, "commit landed; the Delta mirror is behind until the next commit, `logbook mirror` or a vacuum");
+    }
+}
+
+/// After a commit that turned out to be done already (a retry of a run
+/// that committed, a compaction with nothing left): its Delta commit may
+/// have been lost with the process that made it, so catch up if the head's
+/// is missing.
+pub(crate) async fn after_retry(table: &Arc<TableInner>, head: &Snapshot) {
+    let Some(d) = head
+        .properties()
+        .mirror
+        .and_then(|m| m.mirror_version(head.version()))
+    else {
+        return;
+    };
+    let result = match delta_log::log(table).exists(d).await {
+        Ok(true) => Ok(()),
+        Ok(false) => sync(table).await.map(drop),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = result {
+        tracing::warn!(table = %table.name, error = %e, "the Delta mirror is behind until the next commit, `logbook mirror` or a vacuum");
     }
 }
 
@@ -106,28 +147,65 @@ pub(crate) async fn sync(table: &Arc<TableInner>) -> Result<MirrorStatus> {
         if status.behind == 0 {
             return Ok(status);
         }
-        let from = status.delta_version.map_or(mirror.first, |d| d + 1);
-        let to = mirror
-            .mirror_version(head.version())
-            .expect("the head is mirrored");
+        // `status_at` checked that the latest Delta entry holds
+        // `mirrored_version`: the next one builds on it.
+        let from = match status.mirrored_version {
+            Some(_) => status.delta_version.map_or(mirror.first, |d| d + 1),
+            None => mirror.first,
+        };
+        let to = mirror.mirror_version(head.version()).unwrap_or(from);
         let mut prev: Option<Snapshot> = None;
         for d in from..=to {
-            let v = mirror.logbook_version(d).expect("d >= first");
+            let v = mirror.logbook_version(d).unwrap_or_default();
             let next = if v == head.version() {
                 head.clone()
             } else {
                 table.snapshot(v).await?
             };
-            let base = match prev.take() {
-                Some(p) => Some(p),
-                None if d == mirror.first => None,
-                None => Some(table.snapshot(v - 1).await?),
-            };
-            delta_log::write_version(table, &mirror, d, base.as_ref(), &next).await?;
+            if d == mirror.first {
+                write_version(table, d, first_base(table, d).await?, &next).await?;
+            } else {
+                let base = match prev.take() {
+                    Some(p) => p,
+                    None => table.snapshot(v - 1).await?,
+                };
+                write_version(table, d, Base::Logbook(&base), &next).await?;
+            }
             prev = Some(next);
         }
         // Another commit may have landed meanwhile: look again.
     }
+}
+
+/// What the first Delta version of a mirror changes: nothing for a new
+/// log, else whatever the log holds before it.
+async fn first_base(table: &TableInner, d: u64) -> Result<Base<'static>> {
+    Ok(Base::Delta(match d.checked_sub(1) {
+        None => BTreeMap::new(),
+        Some(before) => delta_replay::files_at(table, before).await?,
+    }))
+}
+
+/// Write Delta version `d`, the change from `base` to `next`; every
+/// [`CHECKPOINT_INTERVAL`] versions, a checkpoint too.
+async fn write_version(table: &TableInner, d: u64, base: Base<'_>, next: &Snapshot) -> Result<()> {
+    let actions = delta_commit::actions(table, base, next).await?;
+    delta_log::create(table, d, &actions, next.entry()).await?;
+    if d > 0 && d.is_multiple_of(CHECKPOINT_INTERVAL) {
+        // A checkpoint only speeds up readers: a failure is logged, and the
+        // next one comes 100 versions later.
+        if let Err(e) = checkpoint::write(table, d, next).await {
+            tracing::warn!(table = %table.name, version = d, error = %e, "could not write a Delta checkpoint");
+            return Ok(());
+        }
+        // The hint moves with checkpoints only: finding the latest entry
+        // probes forward from it (a few `HEAD`s), and commits stay one put
+        // cheaper.
+        if let Err(e) = delta_log::log(table).write_hint(d).await {
+            tracing::warn!(table = %table.name, version = d, error = %e, "could not update the Delta mirror's hint");
+        }
+    }
+    Ok(())
 }
 
 /// How far the mirror of `table` is behind its latest version.
@@ -136,30 +214,39 @@ pub(crate) async fn status(table: &Arc<TableInner>) -> Result<MirrorStatus> {
     status_at(table, &head).await
 }
 
-async fn status_at(table: &Arc<TableInner>, head: &Snapshot) -> Result<MirrorStatus> {
+async fn status_at(table: &TableInner, head: &Snapshot) -> Result<MirrorStatus> {
     let mirror = head.properties().mirror;
-    let delta_version = delta_log::log(table).latest().await?;
+    let delta_version = delta_log::latest(table).await?;
     let mirrored_version = match (mirror, delta_version) {
-        (Some(m), Some(d)) if d >= m.first => m.logbook_version(d),
-        _ => None,
-    };
-    if let (Some(m), Some(d)) = (mirror, delta_version) {
-        if d + 1 < m.first {
-            return Err(Error::MirrorDiverged {
-                table: table.name.clone(),
-                path: delta_log::entry_path(d + 1),
-                reason: format!(
-                    "the mirror should continue at Delta version {} but ends at {d}",
-                    m.first
-                ),
-            });
+        (_, None) => None,
+        // Off: what the Delta log left behind holds, if it is ours.
+        (None, Some(d)) => delta_log::recorded(table, d).await?.map(|(v, _)| v),
+        (Some(m), Some(d)) if d + 1 < m.first => {
+            return Err(delta_log::diverged(
+                table,
+                d + 1,
+                format!("it is missing: the mirror continues at Delta version {}", m.first),
+            ))
         }
-    }
-    if let (Some(v), Some(d)) = (mirrored_version, delta_version) {
-        // The entry must be ours and say so: another engine may have
-        // appended to the mirror.
-        delta_log::check_winner(table, d, &table.read_entry(v).await?).await?;
-    }
+        (Some(m), Some(d)) => match m.logbook_version(d) {
+            None => None,
+            Some(v) if v > head.version() => {
+                return Err(delta_log::diverged(
+                    table,
+                    d,
+                    format!(
+                        "the Delta log goes past logbook's latest version {} (another engine appended to it)",
+                        head.version()
+                    ),
+                ))
+            }
+            Some(v) => {
+                // The entry must be ours: another engine may have appended.
+                delta_log::check_winner(table, d, &table.read_entry(v).await?).await?;
+                Some(v)
+            }
+        },
+    };
     let behind = match mirror {
         None => 0,
         Some(m) => {
@@ -180,12 +267,11 @@ async fn status_at(table: &Arc<TableInner>, head: &Snapshot) -> Result<MirrorSta
     })
 }
 
-/// The Delta version a mirror turned on now would start at: the one after
-/// whatever `_delta_log/` already holds (0 for a new mirror). A mirror
-/// turned back on continues its old log, from the logbook version that log
-/// last recorded.
-pub(crate) async fn next_free_version(table: &Arc<TableInner>) -> Result<u64> {
-    Ok(delta_log::log(table).latest().await?.map_or(0, |d| d + 1))
+/// The Delta version a mirror turned on now starts at: the one after
+/// whatever `_delta_log/` holds (0 for a new mirror). Its first commit
+/// takes Delta from that state to the table's.
+pub(crate) async fn next_free_version(table: &TableInner) -> Result<u64> {
+    Ok(delta_log::latest(table).await?.map_or(0, |d| d + 1))
 }
 
 /// The Delta log entries (relative paths) a vacuum deletes once logbook
@@ -196,7 +282,7 @@ pub(crate) async fn next_free_version(table: &Arc<TableInner>) -> Result<u64> {
 /// when they open, so a long history costs every open until it is trimmed
 /// (Delta's own log retention does the same).
 pub(crate) async fn expired_entries(
-    table: &Arc<TableInner>,
+    table: &TableInner,
     head: &Snapshot,
     oldest: u64,
 ) -> Result<Vec<String>> {
@@ -207,43 +293,24 @@ pub(crate) async fn expired_entries(
     else {
         return Ok(vec![]);
     };
-    let store = table.location.store();
-    let prefix = table.location.path(delta_log::DELTA_LOG);
-    let names: Vec<String> = futures::TryStreamExt::try_collect(store.list(Some(&prefix)))
-        .await
-        .map_err(|e| Error::storage(&prefix, e))
-        .map(|objects: Vec<object_store::ObjectMeta>| {
-            objects
-                .iter()
-                .map(|o| table.location.relative(&o.location))
-                .collect()
-        })?;
-    let version = |name: &str| -> Option<(u64, bool)> {
-        let file = name.strip_prefix(delta_log::DELTA_LOG)?.strip_prefix('/')?;
-        let (digits, rest) = file.split_at_checked(20)?;
-        let checkpoint = match rest {
-            ".json" => false,
-            ".checkpoint.parquet" => true,
-            _ => return None,
-        };
-        Some((digits.parse().ok()?, checkpoint))
-    };
-    let Some(keep_from) = names
+    let listed = delta_log::list(table).await?;
+    let Some(keep_from) = listed
         .iter()
-        .filter_map(|n| version(n))
-        .filter(|(v, checkpoint)| *checkpoint && *v <= floor)
-        .map(|(v, _)| v)
+        .filter(|(v, k, _)| *k == Kind::Checkpoint && *v <= floor)
+        .map(|(v, _, _)| *v)
         .max()
     else {
         return Ok(vec![]);
     };
-    Ok(names
+    Ok(listed
         .into_iter()
-        .filter(|n| version(n).is_some_and(|(v, _)| v < keep_from))
+        .filter(|(v, _, _)| *v < keep_from)
+        .map(|(_, _, rel)| rel)
         .collect())
 }
 
-/// The Delta version that mirrors logbook `version`, if the mirror holds it.
+/// The Delta version that mirrors logbook `version`, if the mirror holds
+/// it (`mirrored`: the latest logbook version it holds).
 pub fn delta_version_of(
     mirror: Option<&Mirror>,
     mirrored: Option<u64>,
