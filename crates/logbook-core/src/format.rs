@@ -288,6 +288,7 @@ pub struct TableProperties {
 /// logbook version `since + k` is mirror version `first + k`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mirror {
+    /// The format of the mirror's log.
     pub format: MirrorFormat,
     /// The logbook version that turned the mirror on (or created the table).
     pub since: u64,
@@ -364,11 +365,10 @@ pub struct PropertiesChange {
 /// Turning a mirror on or off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MirrorChange {
-    /// On, with the mirror version that will hold this commit's snapshot.
-    On {
-        format: MirrorFormat,
-        first: u64,
-    },
+    /// On, in `format`, with `first` the mirror version that will hold
+    /// this commit's snapshot (the one after what the mirror's log holds).
+    On { format: MirrorFormat, first: u64 },
+    /// Off: the mirror's log stays as it is and no longer follows the table.
     Off,
 }
 
@@ -539,10 +539,13 @@ impl DataFile {
 /// footer has no exact bound or the type has no comparable JSON form.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ColumnStats {
+    /// No value of the column in the file is smaller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min: Option<serde_json::Value>,
+    /// No value of the column in the file is larger.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<serde_json::Value>,
+    /// How many rows hold null.
     pub nulls: u64,
 }
 

@@ -290,7 +290,8 @@ impl Table {
     /// Turn the table's mirror on (`Some(format)`) or off (`None`): a
     /// property commit; turning it on writes the mirror of the current
     /// snapshot. When the mirror is already as asked, nothing is committed
-    /// and the mirror is only caught up. See [`crate::mirror`].
+    /// (the result says `already_committed`, at the latest version) and the
+    /// mirror is only caught up. See [`crate::mirror`].
     pub async fn set_mirror(&self, format: Option<MirrorFormat>) -> Result<CommitInfo> {
         let head = self.latest().await?;
         let now = head.properties().mirror.map(|m| m.format);
