@@ -9,7 +9,7 @@
 # Usage: scripts/python-tests.sh   (from the repository root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PINS="pyarrow==26.0.1 pytest==9.2.0 pandas==3.1.1 polars==2.1.0 duckdb==2.0.1 dagster==1.13.29 wheel==0.48.0"
+PINS="pyarrow==26.0.1 pytest==9.2.0 pandas==3.1.1 polars==2.1.0 duckdb==2.0.1 dagster==1.13.29 wheel==0.48.0 datafusion==55.0.0"
 target="${CARGO_TARGET_DIR:-target}"
 venv="${LOGBOOK_PYTHON_VENV_DIR:-$target/venv-python}"
 . scripts/venv.sh
@@ -17,29 +17,6 @@ ensure_venv "$venv" "$PINS"
 cargo build --workspace --locked
 # The CLI, for what pylogbook does not expose (schema changes).
 cli="$(realpath "$target")/debug/logbook"
-version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-unpacked="$work/pylogbook-$version"
-mkdir -p "$unpacked/pylogbook" "$unpacked/pylogbook-$version.dist-info"
-cp crates/logbook-python/python/pylogbook/*.py crates/logbook-python/python/pylogbook/*.pyi crates/logbook-python/python/pylogbook/py.typed "$unpacked/pylogbook/"
-# Debug info is most of a debug build's size; the wheel does not need it.
-objcopy --strip-debug "$target/debug/lib_native.so" "$unpacked/pylogbook/_native.abi3.so"
-cat > "$unpacked/pylogbook-$version.dist-info/METADATA" <<META
-Metadata-Version: 2.1
-Name: pylogbook
-Version: $version
-Requires-Python: >=3.9
-META
-cat > "$unpacked/pylogbook-$version.dist-info/WHEEL" <<META
-Wheel-Version: 1.0
-Generator: logbook scripts/python-tests.sh
-Root-Is-Purelib: false
-Tag: cp39-abi3-linux_$(uname -m)
-META
-mkdir -p "$work/dist"
-"$venv/bin/python" -m wheel pack "$unpacked" -d "$work/dist" > /dev/null
-"$venv/bin/pip" install -q --force-reinstall --no-deps "$work"/dist/pylogbook-*.whl
+install_pylogbook "$target/debug/lib_native.so" "$venv"
 cd crates/logbook-python/tests
 LOGBOOK_BIN="$cli" "$venv/bin/python" -m pytest -q -p no:cacheprovider .

@@ -20,3 +20,26 @@ delta_venv() {
   ensure_venv "$venv" "$DELTA_PINS" >&2
   echo "$venv"
 }
+
+# install_pylogbook SO VENV: pack the native module SO (a cargo build of
+# crates/logbook-python) with the Python package as pylogbook's abi3 wheel
+# (`wheel pack`; releases use `maturin build --release`) and install it
+# into VENV, which needs the `wheel` package. Run from the repository root.
+install_pylogbook() {
+  local so="$1" venv="$2" version work unpacked
+  version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+  work=$(mktemp -d)
+  unpacked="$work/pylogbook-$version"
+  mkdir -p "$unpacked/pylogbook" "$unpacked/pylogbook-$version.dist-info" "$work/dist"
+  cp crates/logbook-python/python/pylogbook/*.py crates/logbook-python/python/pylogbook/*.pyi \
+    crates/logbook-python/python/pylogbook/py.typed "$unpacked/pylogbook/"
+  # Debug info is most of a debug build's size; the wheel does not need it.
+  objcopy --strip-debug "$so" "$unpacked/pylogbook/_native.abi3.so"
+  printf 'Metadata-Version: 2.1\nName: pylogbook\nVersion: %s\nRequires-Python: >=3.9\n' "$version" \
+    > "$unpacked/pylogbook-$version.dist-info/METADATA"
+  printf 'Wheel-Version: 1.0\nGenerator: logbook scripts/venv.sh\nRoot-Is-Purelib: false\nTag: cp39-abi3-linux_%s\n' "$(uname -m)" \
+    > "$unpacked/pylogbook-$version.dist-info/WHEEL"
+  "$venv/bin/python" -m wheel pack "$unpacked" -d "$work/dist" > /dev/null
+  "$venv/bin/pip" install -q --force-reinstall --no-deps "$work"/dist/pylogbook-*.whl
+  rm -rf "$work"
+}

@@ -15,6 +15,7 @@
 use pyo3::prelude::*;
 
 mod errors;
+mod provider;
 mod run;
 mod runtime;
 mod streams;

@@ -33,6 +33,12 @@ fn runtime() -> Arc<tokio::runtime::Runtime> {
     }
 }
 
+/// The runtime's handle, for work another library drives (DataFusion's
+/// FFI runs logbook's scans on it).
+pub(crate) fn handle() -> tokio::runtime::Handle {
+    runtime().handle().clone()
+}
+
 /// Run the future `make` returns to completion on the runtime, without
 /// holding the GIL. The future is made and driven on this thread, so it
 /// need not be `Send` (some of core's are not provably so).

@@ -55,6 +55,16 @@ impl Table {
         wait(py, || self.inner.latest_version()).map_err(errors::core)
     }
 
+    /// A DataFusion table provider for `datafusion` (PyPI):
+    /// `ctx.register_table("orders", wh.table("orders"))`.
+    fn __datafusion_table_provider__<'py>(
+        &self,
+        py: Python<'py>,
+        session: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyCapsule>> {
+        crate::provider::capsule(py, &self.inner, &session)
+    }
+
     /// The Arrow schema at `version` (default: latest).
     #[pyo3(signature = (version=None))]
     fn schema(&self, py: Python<'_>, version: Option<u64>) -> PyResult<PySchema> {

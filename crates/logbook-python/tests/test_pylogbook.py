@@ -208,3 +208,18 @@ def test_a_dataset_refuses_a_renamed_column_rather_than_read_it_as_nulls(wh, tmp
     with pytest.raises(lb.UnsupportedError, match="column total is stored as amount"):
         orders.to_pyarrow_dataset()
     assert orders.to_arrow().column("total").null_count == 0
+
+
+def test_datafusion_queries_a_table_through_its_ffi_provider(wh):
+    import datafusion
+
+    ctx = datafusion.SessionContext()
+    orders = wh.table("orders")
+    ctx.register_table("orders", orders)
+    q = "SELECT date, count(*) AS n, sum(amount) AS total FROM orders GROUP BY date ORDER BY date"
+    assert ctx.sql(q).to_arrow_table().to_pylist() == pa.table(wh.sql(q)).to_pylist()
+    one_day = "SELECT count(*) AS n FROM orders WHERE date = DATE '2026-03-15'"
+    assert ctx.sql(one_day).to_arrow_table().column("n").to_pylist() == [3]
+    # Each scan reads the latest snapshot.
+    orders.replace_partition("2026-03-15", orders_on("2026-03-15", ("a",), (1.0,)))
+    assert ctx.sql(one_day).to_arrow_table().column("n").to_pylist() == [1]

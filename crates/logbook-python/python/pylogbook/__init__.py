@@ -143,6 +143,12 @@ class Table:
     def __repr__(self) -> str:
         return f"pylogbook.Table({self.name!r} at {self.uri!r})"
 
+    def __datafusion_table_provider__(self, session: Any) -> Any:
+        """Lets ``datafusion`` (PyPI) query the table:
+        ``ctx.register_table("orders", wh.table("orders"))``. Each scan reads
+        the latest snapshot, pruning partitions by date filters."""
+        return self._t.__datafusion_table_provider__(session)
+
     def latest_version(self) -> int:
         return self._t.latest_version()
 

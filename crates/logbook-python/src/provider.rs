@@ -1,0 +1,54 @@
+//! `Table.__datafusion_table_provider__`: a logbook table registered in a
+//! `datafusion` (PyPI) `SessionContext`, through DataFusion's stable FFI
+//! (`datafusion-ffi`). The other DataFusion plans the query; the scan is
+//! logbook's own provider (the latest snapshot at each scan, partition
+//! pruning by date, schema adaptation by field id), run on this module's
+//! runtime. Filters are offered to the provider, which keeps the date
+//! filters it prunes with and lets DataFusion apply the rest.
+
+use std::sync::Arc;
+
+use datafusion_ffi::proto::logical_extension_codec::FFI_LogicalExtensionCodec;
+use datafusion_ffi::table_provider::FFI_TableProvider;
+use logbook_datafusion::LogbookTableProvider;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
+
+use crate::errors;
+use crate::runtime::{handle, wait};
+
+const PROVIDER: &std::ffi::CStr = c"datafusion_table_provider";
+const CODEC: &std::ffi::CStr = c"datafusion_logical_extension_codec";
+
+/// The capsule `datafusion` asks a table provider for; `session` is the
+/// `SessionContext` registering it, whose codec the provider must use.
+pub(crate) fn capsule<'py>(
+    py: Python<'py>,
+    table: &logbook_core::Table,
+    session: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyCapsule>> {
+    let provider =
+        wait(py, || LogbookTableProvider::latest(table.clone())).map_err(errors::core)?;
+    let codec = logical_codec(session)?;
+    let ffi =
+        FFI_TableProvider::new_with_ffi_codec(Arc::new(provider), true, Some(handle()), codec);
+    PyCapsule::new_with_value(py, ffi, PROVIDER)
+}
+
+fn logical_codec(session: &Bound<'_, PyAny>) -> PyResult<FFI_LogicalExtensionCodec> {
+    let method = "__datafusion_logical_extension_codec__";
+    if !session.hasattr(method)? {
+        return Err(PyTypeError::new_err(format!(
+            "register the table with a datafusion SessionContext (its {method} is missing)"
+        )));
+    }
+    let capsule = session.call_method0(method)?;
+    let capsule = capsule.cast::<PyCapsule>()?;
+    let pointer = capsule.pointer_checked(Some(CODEC))?;
+    // SAFETY: a capsule of this name holds an `FFI_LogicalExtensionCodec`
+    // (datafusion-ffi's contract), alive as long as the capsule; cloning
+    // takes our own reference to it.
+    let codec = unsafe { pointer.cast::<FFI_LogicalExtensionCodec>().as_ref() };
+    Ok(codec.clone())
+}
