@@ -25,10 +25,12 @@ delta_venv() {
 # crates/logbook-python) with the Python package as pylogbook's abi3 wheel
 # (`wheel pack`; releases use `maturin build --release`) and install it
 # into VENV, which needs the `wheel` package. Run from the repository root.
-install_pylogbook() {
-  local so="$1" venv="$2" version work unpacked
+install_pylogbook() (
+  set -e
+  so="$1" venv="$2"
   version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
   work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
   unpacked="$work/pylogbook-$version"
   mkdir -p "$unpacked/pylogbook" "$unpacked/pylogbook-$version.dist-info" "$work/dist"
   cp crates/logbook-python/python/pylogbook/*.py crates/logbook-python/python/pylogbook/*.pyi \
@@ -41,5 +43,4 @@ install_pylogbook() {
     > "$unpacked/pylogbook-$version.dist-info/WHEEL"
   "$venv/bin/python" -m wheel pack "$unpacked" -d "$work/dist" > /dev/null
   "$venv/bin/pip" install -q --force-reinstall --no-deps "$work"/dist/pylogbook-*.whl
-  rm -rf "$work"
-}
+)

@@ -8,6 +8,7 @@
 use std::time::Instant;
 
 use arrow_array::RecordBatch;
+use logbook::clock::{IdGenerator, UuidV7};
 use logbook::{RunInfo, StorageLocation, Table, TableOptions};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
@@ -31,7 +32,7 @@ async fn main() {
     let t = Table::open(loc, "orders", TableOptions::default())
         .await
         .unwrap();
-    let run = RunInfo::new(format!("rust-{}", start.elapsed().as_nanos()));
+    let run = RunInfo::new(format!("rust-{}", UuidV7.next_id()));
     let mut w = t
         .replace_partition(date.parse().unwrap(), run)
         .await
