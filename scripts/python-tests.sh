@@ -18,5 +18,7 @@ cargo build --workspace --locked
 # The CLI, for what pylogbook does not expose (schema changes).
 cli="$(realpath "$target")/debug/logbook"
 install_pylogbook "$target/debug/lib_native.so" "$venv"
+# An S3-compatible server for the tests of tables on S3.
+start_moto
 cd crates/logbook-python/tests
-LOGBOOK_BIN="$cli" "$venv/bin/python" -m pytest -q -p no:cacheprovider .
+LOGBOOK_BIN="$cli" LOGBOOK_TEST_S3_ENDPOINT="$MOTO_ENDPOINT" "$venv/bin/python" -m pytest -q -p no:cacheprovider .

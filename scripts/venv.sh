@@ -44,3 +44,28 @@ install_pylogbook() (
   "$venv/bin/python" -m wheel pack "$unpacked" -d "$work/dist" > /dev/null
   "$venv/bin/pip" install -q --force-reinstall --no-deps "$work"/dist/pylogbook-*.whl
 )
+
+# start_moto: moto's S3 server (pinned) on a free loopback port with the
+# bucket `logbook-test`, stopped when the calling script exits; sets
+# MOTO_ENDPOINT. Needs CARGO_TARGET_DIR or ./target for its environment.
+start_moto() {
+  local venv="${LOGBOOK_VENV_DIR:-${CARGO_TARGET_DIR:-target}/venv-moto}" port
+  ensure_venv "$venv" "moto[server]==5.1.18"
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$venv/bin/moto_server" -H 127.0.0.1 -p "$port" > "${TMPDIR:-/tmp}/logbook-moto-$port.log" 2>&1 &
+  MOTO_PID=$!
+  trap 'kill $MOTO_PID 2>/dev/null || true' EXIT
+  # Wait for the server, then create the bucket (moto accepts unsigned requests).
+  python3 - "$port" <<'PY'
+import sys, time, urllib.request
+url = f"http://127.0.0.1:{sys.argv[1]}/logbook-test"
+for _ in range(100):
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="PUT"), timeout=2)
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.2)
+sys.exit("moto's server did not start")
+PY
+  MOTO_ENDPOINT="http://127.0.0.1:$port"
+}

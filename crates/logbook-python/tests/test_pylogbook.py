@@ -223,3 +223,32 @@ def test_datafusion_queries_a_table_through_its_ffi_provider(wh):
     # Each scan reads the latest snapshot.
     orders.replace_partition("2026-03-15", orders_on("2026-03-15", ("a",), (1.0,)))
     assert ctx.sql(one_day).to_arrow_table().column("n").to_pylist() == [1]
+
+
+def test_datafusion_queries_a_table_on_s3(monkeypatch):
+    # Planning reads the snapshot through S3's client, which needs pylogbook's
+    # runtime: DataFusion's FFI calls the provider from its own thread.
+    import os
+    import uuid
+
+    import datafusion
+
+    endpoint = os.environ.get("LOGBOOK_TEST_S3_ENDPOINT")
+    if not endpoint:
+        pytest.skip("needs LOGBOOK_TEST_S3_ENDPOINT; scripts/python-tests.sh starts moto's server")
+    for key, value in {
+        "AWS_ENDPOINT": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
+    }.items():
+        monkeypatch.setenv(key, value)
+    wh = lb.Warehouse(f"s3://logbook-test/pylogbook-{uuid.uuid4()}")
+    orders = wh.create_table("orders", schema=ORDERS, partition_by="date")
+    orders.replace_partition("2026-03-15", orders_on("2026-03-15"))
+    ctx = datafusion.SessionContext()
+    ctx.register_table("orders", orders)
+    got = ctx.sql("SELECT count(*) AS n, sum(amount) AS total FROM orders").to_arrow_table()
+    assert got.to_pylist() == [{"n": 3, "total": 16.5}]
