@@ -18,11 +18,10 @@
 use std::sync::Arc;
 
 use chrono::NaiveDate;
-use futures::TryStreamExt;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStoreExt;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::layout;
 use crate::table::TableInner;
 
@@ -162,24 +161,13 @@ impl Lease {
 
 /// Every marker of the table (one listing).
 pub(crate) async fn list(table: &TableInner) -> Result<Vec<ListedMarker>> {
-    let store: &std::sync::Arc<dyn ObjectStore> = table.location.store();
-    let prefix = table.location.path(layout::RUNNING_DIR);
-    let objects: Vec<_> = store
-        .list(Some(&prefix))
-        .try_collect()
-        .await
-        .map_err(|e| Error::storage(layout::RUNNING_DIR, e))?;
-    let mut markers = Vec::new();
-    for o in objects {
-        let path = table.location.relative(&o.location);
-        // None: deleted between the listing and the read (the run finished).
-        if let Some(marker) = table.get_json_opt::<RunMarker>(&path).await? {
-            markers.push(ListedMarker {
-                path,
-                modified_ms: o.last_modified.timestamp_millis(),
-                marker,
-            });
-        }
-    }
-    Ok(markers)
+    let listed = table.list_json::<RunMarker>(layout::RUNNING_DIR).await?;
+    Ok(listed
+        .into_iter()
+        .map(|(path, modified_ms, marker)| ListedMarker {
+            path,
+            modified_ms,
+            marker,
+        })
+        .collect())
 }

@@ -15,7 +15,6 @@
 //! [`Stage::drop_stage`] forgets the record; vacuum deletes the files.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use chrono::NaiveDate;
 use futures::{StreamExt, TryStreamExt};
@@ -187,26 +186,13 @@ impl Stage {
 
     /// The staged partitions, by date.
     pub async fn partitions(&self) -> Result<Vec<StagedPartition>> {
-        let inner = &self.table.inner;
         let dir = layout::stage_dates(&self.info.name);
-        let prefix = inner.location.path(&dir);
-        let store: &Arc<dyn ObjectStore> = inner.location.store();
-        let paths: Vec<String> = store
-            .list(Some(&prefix))
-            .map_ok(|o| inner.location.relative(&o.location))
-            .try_collect()
-            .await
-            .map_err(|e| Error::storage(&dir, e))?;
-        let staged: Vec<Option<StagedPartition>> = futures::stream::iter(paths)
-            .map(|p| async move { inner.get_json_opt::<StagedPartition>(&p).await })
-            .buffered(16)
-            .try_collect()
-            .await?;
+        let staged = self.table.inner.list_json::<StagedPartition>(&dir).await?;
         // Records of an earlier stage of the same name are leftovers (a
         // stage and its records from an older logbook both have no id).
         let mut staged: Vec<StagedPartition> = staged
             .into_iter()
-            .flatten()
+            .map(|(_, _, p)| p)
             .filter(|p| p.stage_id == self.info.id)
             .collect();
         staged.sort_by_key(|p| p.date);
@@ -316,23 +302,14 @@ impl Stage {
     async fn forget_leftovers(&self) {
         let inner = &self.table.inner;
         let dir = layout::stage_dates(&self.info.name);
-        let store: &Arc<dyn ObjectStore> = inner.location.store();
-        let Ok(paths) = store
-            .list(Some(&inner.location.path(&dir)))
-            .map_ok(|o| inner.location.relative(&o.location))
-            .try_collect::<Vec<String>>()
-            .await
-        else {
+        let Ok(records) = inner.list_json::<StagedPartition>(&dir).await else {
             return;
         };
-        let mut leftovers = Vec::new();
-        for path in paths {
-            if let Ok(Some(p)) = inner.get_json_opt::<StagedPartition>(&path).await {
-                if p.stage_id != self.info.id {
-                    leftovers.push(path);
-                }
-            }
-        }
+        let leftovers: Vec<String> = records
+            .into_iter()
+            .filter(|(_, _, p)| p.stage_id != self.info.id)
+            .map(|(path, _, _)| path)
+            .collect();
         delete_files(inner, &leftovers).await;
     }
 

@@ -524,6 +524,38 @@ impl TableInner {
             })
     }
 
+    /// Every object under `prefix` (relative to the table root), in one
+    /// listing; an error names the prefix.
+    pub(crate) async fn list(&self, prefix: &str) -> Result<Vec<object_store::ObjectMeta>> {
+        self.location
+            .store()
+            .list(Some(&self.location.path(prefix)))
+            .try_collect()
+            .await
+            .map_err(|e| Error::storage(prefix, e))
+    }
+
+    /// Every JSON object under `prefix`, listed once and read 16 at a time,
+    /// with its relative path and modification time (ms). An object deleted
+    /// between the listing and its read is left out (markers and stage
+    /// records come and go).
+    pub(crate) async fn list_json<T: DeserializeOwned>(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, i64, T)>> {
+        let objects = self.list(prefix).await?;
+        let read: Vec<Option<(String, i64, T)>> = futures::stream::iter(objects)
+            .map(|o| async move {
+                let path = self.location.relative(&o.location);
+                let value = self.get_json_opt::<T>(&path).await?;
+                Ok::<_, Error>(value.map(|v| (path, o.last_modified.timestamp_millis(), v)))
+            })
+            .buffered(16)
+            .try_collect()
+            .await?;
+        Ok(read.into_iter().flatten().collect())
+    }
+
     /// Read a JSON object that may legitimately be absent (markers, stages).
     pub(crate) async fn get_json_opt<T: DeserializeOwned>(
         &self,

@@ -2,14 +2,13 @@
 //! manifest says?
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Date32Type;
 use arrow_array::Array;
 use chrono::NaiveDate;
 use futures::{StreamExt, TryStreamExt};
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStoreExt;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use serde::Serialize;
 
@@ -122,14 +121,13 @@ async fn listing_problems(
     dimension: &[DataFile],
 ) -> Result<Vec<Problem>> {
     let loc = &table.inner.location;
-    let store: &Arc<dyn ObjectStore> = loc.store();
-    let prefix = loc.path("data");
-    let sizes: HashMap<String, u64> = store
-        .list(Some(&prefix))
-        .map_ok(|o| (loc.relative(&o.location), o.size))
-        .try_collect()
-        .await
-        .map_err(|e| Error::storage("data/", e))?;
+    let sizes: HashMap<String, u64> = table
+        .inner
+        .list("data")
+        .await?
+        .into_iter()
+        .map(|o| (loc.relative(&o.location), o.size))
+        .collect();
     let files = partitions
         .iter()
         .flat_map(|p| p.files.iter().map(move |f| (Some(p.date), f)))

@@ -27,7 +27,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use futures::{StreamExt, TryStreamExt};
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStoreExt, PutPayload};
 use serde::Serialize;
 
 use crate::commit::{commit, PendingCommit};
@@ -169,7 +169,7 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
 
     let mut report = VacuumReport::default();
     for prefix in ["data", "_logbook/manifests"] {
-        for object in list(table, prefix).await? {
+        for object in inner.list(prefix).await? {
             let rel = inner.location.relative(&object.location);
             if keep.contains(&rel) || protected_dirs.iter().any(|d| rel.starts_with(d.as_str())) {
                 continue;
@@ -214,16 +214,6 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     pending.files_removed = Some(report.deleted.len() as u64);
     report.version = Some(commit(inner, pending).await.map_err(|f| f.error)?.version);
     Ok(report)
-}
-
-async fn list(table: &Table, prefix: &str) -> Result<Vec<ObjectMeta>> {
-    let loc = &table.inner.location;
-    let store: &std::sync::Arc<dyn ObjectStore> = loc.store();
-    store
-        .list(Some(&loc.path(prefix)))
-        .try_collect()
-        .await
-        .map_err(|e| Error::storage(prefix, e))
 }
 
 /// A snapshot that cannot be read because its metadata is gone.
@@ -292,7 +282,7 @@ async fn staged_files(table: &Table) -> Result<HashSet<String>> {
     let inner = &table.inner;
     // One listing of `_logbook/stages/`: each stage's date records, by name.
     let mut records: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for o in list(table, layout::STAGES_DIR).await? {
+    for o in table.inner.list(layout::STAGES_DIR).await? {
         let rel = inner.location.relative(&o.location);
         // `<name>/dates/<date>.json`; `<name>/stage.json` is read below.
         let parts: Vec<&str> = rel

@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use futures::TryStreamExt;
 use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
@@ -60,14 +59,7 @@ pub(crate) fn parse_name(relative: &str) -> Option<(u64, Kind)> {
 
 /// Every versioned object of `_delta_log/`, sorted by version.
 pub(crate) async fn list(table: &TableInner) -> Result<Vec<(u64, Kind, String)>> {
-    let prefix = table.location.path(DELTA_LOG);
-    let objects: Vec<object_store::ObjectMeta> = table
-        .location
-        .store()
-        .list(Some(&prefix))
-        .try_collect()
-        .await
-        .map_err(|e| Error::storage(&prefix, e))?;
+    let objects = table.list(DELTA_LOG).await?;
     let mut out: Vec<(u64, Kind, String)> = objects
         .iter()
         .map(|o| table.location.relative(&o.location))
