@@ -20,5 +20,6 @@ cli="$(realpath "$target")/debug/logbook"
 install_pylogbook "$target/debug/lib_native.so" "$venv"
 # An S3-compatible server for the tests of tables on S3.
 start_moto
+trap 'kill "$MOTO_PID" 2>/dev/null || true' EXIT
 cd crates/logbook-python/tests
 LOGBOOK_BIN="$cli" LOGBOOK_TEST_S3_ENDPOINT="$MOTO_ENDPOINT" "$venv/bin/python" -m pytest -q -p no:cacheprovider .

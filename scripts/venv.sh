@@ -7,7 +7,7 @@ ensure_venv() {
   rm -rf "$venv"
   python3 -m venv "$venv"
   # shellcheck disable=SC2086
-  "$venv/bin/pip" install -q $pins
+  (set -f; "$venv/bin/pip" install -q $pins)
   echo "$pins" > "$venv/.pins"
 }
 
@@ -46,20 +46,25 @@ install_pylogbook() (
 )
 
 # start_moto: moto's S3 server (pinned) on a free loopback port with the
-# bucket `logbook-test`, stopped when the calling script exits; sets
-# MOTO_ENDPOINT. Needs CARGO_TARGET_DIR or ./target for its environment.
+# bucket `logbook-test`; sets MOTO_ENDPOINT and MOTO_PID (the caller stops
+# it: `trap 'kill $MOTO_PID' EXIT`). Its environment is
+# LOGBOOK_MOTO_VENV_DIR, else venv-moto in the cargo target directory.
 start_moto() {
-  local venv="${LOGBOOK_VENV_DIR:-${CARGO_TARGET_DIR:-target}/venv-moto}" port
+  local venv="${LOGBOOK_MOTO_VENV_DIR:-${CARGO_TARGET_DIR:-target}/venv-moto}" port log
   ensure_venv "$venv" "moto[server]==5.1.18"
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  "$venv/bin/moto_server" -H 127.0.0.1 -p "$port" > "${TMPDIR:-/tmp}/logbook-moto-$port.log" 2>&1 &
+  log="${TMPDIR:-/tmp}/logbook-moto.log"
+  "$venv/bin/moto_server" -H 127.0.0.1 -p "$port" > "$log" 2>&1 &
   MOTO_PID=$!
-  trap 'kill $MOTO_PID 2>/dev/null || true' EXIT
   # Wait for the server, then create the bucket (moto accepts unsigned requests).
-  python3 - "$port" <<'PY'
-import sys, time, urllib.request
+  python3 - "$port" "$MOTO_PID" <<'PY' || { cat "$log" >&2; return 1; }
+import os, sys, time, urllib.request
 url = f"http://127.0.0.1:{sys.argv[1]}/logbook-test"
 for _ in range(100):
+    try:
+        os.kill(int(sys.argv[2]), 0)
+    except OSError:
+        sys.exit("moto's server exited")
     try:
         urllib.request.urlopen(urllib.request.Request(url, method="PUT"), timeout=2)
         sys.exit(0)

@@ -302,14 +302,20 @@ impl Stage {
     async fn forget_leftovers(&self) {
         let inner = &self.table.inner;
         let dir = layout::stage_dates(&self.info.name);
-        let Ok(records) = inner.list_json::<StagedPartition>(&dir).await else {
+        let Ok(objects) = inner.list(&dir).await else {
             return;
         };
-        let leftovers: Vec<String> = records
-            .into_iter()
-            .filter(|(_, _, p)| p.stage_id != self.info.id)
-            .map(|(path, _, _)| path)
-            .collect();
+        // Best effort, record by record: one unreadable record does not keep
+        // the others.
+        let mut leftovers = Vec::new();
+        for o in objects {
+            let path = inner.location.relative(&o.location);
+            if let Ok(Some(p)) = inner.get_json_opt::<StagedPartition>(&path).await {
+                if p.stage_id != self.info.id {
+                    leftovers.push(path);
+                }
+            }
+        }
         delete_files(inner, &leftovers).await;
     }
 
