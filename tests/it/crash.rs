@@ -407,3 +407,35 @@ async fn a_storage_error_while_reading_or_writing_parquet_is_transient() {
     assert!(w.faults.disarm());
     assert_eq!(err.kind(), logbook::ErrorKind::Transient, "{err}");
 }
+
+/// Creating a table where the store answers `AlreadyExists` to a create
+/// that landed (its retry of our own first try), at any step: never a
+/// "table exists" error for a table nobody else created, and when the
+/// create says it failed, the table it leaves (if any) opens.
+#[tokio::test]
+async fn creating_a_table_survives_a_store_retrying_its_own_create() {
+    let schema = || TableSchema::parse_spec("t", SPEC, "date").unwrap();
+    let clean = FaultStore::new(Arc::new(InMemory::new()));
+    clean.disarm();
+    let loc = StorageLocation::from_store(Arc::new(clean.clone()), "t", "memory://t");
+    Table::create(loc, "t", schema(), options()).await.unwrap();
+    let k_max = clean.ops();
+    for k in 1..=k_max {
+        for faults in scenarios(k) {
+            let store = FaultStore::new(Arc::new(InMemory::new()));
+            let loc = StorageLocation::from_store(Arc::new(store.clone()), "t", "memory://t");
+            store.arm_all(&faults);
+            let created = Table::create(loc.clone(), "t", schema(), options()).await;
+            store.disarm();
+            match created {
+                Err(Error::TableExists { .. }) => {
+                    panic!("{faults:?} of {k_max}: 'exists' for a table nobody else created")
+                }
+                Ok(_) => {
+                    Table::open(loc, "t", options()).await.unwrap();
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}

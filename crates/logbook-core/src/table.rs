@@ -129,14 +129,16 @@ impl Table {
             affected: None,
             change: None,
         };
-        match inner.log.try_create(0, inner.encode(&entry)?).await {
-            PutOutcome::Created => {}
-            PutOutcome::AlreadyExists => return Err(inner.exists_error()),
-            PutOutcome::Ambiguous(e) => match inner.read_entry(0).await {
-                Ok(found) if found.commit_id == commit_id => {}
-                Ok(_) => return Err(inner.exists_error()),
-                Err(_) => return Err(e),
-            },
+        // As in a commit: `AlreadyExists` may be the store's retry of our
+        // own create, and an ambiguous put may have landed; reading entry 0
+        // back decides, and when that read fails the outcome is unknown.
+        let outcome = inner.log.try_create(0, inner.encode(&entry)?).await;
+        if !matches!(outcome, PutOutcome::Created) {
+            match (inner.read_entry(0).await, outcome) {
+                (Ok(found), _) if found.commit_id == commit_id => {}
+                (Ok(_), _) => return Err(inner.exists_error()),
+                (Err(_), PutOutcome::Ambiguous(e)) | (Err(e), _) => return Err(e),
+            }
         }
         inner.write_hint(0).await;
         let created = Snapshot::new(inner.clone(), entry, root);
