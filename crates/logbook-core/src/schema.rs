@@ -181,11 +181,6 @@ pub struct TableSchema {
     /// The highest field id ever assigned: ids of dropped columns are never reused.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub last_column_id: u32,
-    /// Set once a column was renamed or dropped: from then on a file's
-    /// column names may not be the table's, and only field ids map them
-    /// (what a Delta mirror's column mapping mode `id` declares).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub names_moved: bool,
     /// File names of dropped columns: old files still hold them, so no new
     /// column writes under them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -285,7 +280,6 @@ impl TableSchema {
             kind,
             version: 0,
             last_column_id,
-            names_moved: false,
             retired_names: Vec::new(),
         };
         schema.validate(table)?;
@@ -484,7 +478,6 @@ impl TableSchema {
                 let file_name = next.columns[i].file_name().to_string();
                 next.columns[i].name = to.clone();
                 next.columns[i].physical = (file_name != *to).then_some(file_name);
-                next.names_moved = true;
             }
             SchemaChange::DropColumn { name } => {
                 existing(name)?;
@@ -495,7 +488,6 @@ impl TableSchema {
                 let dropped = next.columns.remove(i);
                 next.retired_names.push(dropped.file_name().to_string());
                 next.last_column_id = self.next_column_id() - 1;
-                next.names_moved = true;
             }
         }
         next.validate(table)?;

@@ -6,7 +6,8 @@
 //!   (a date file's `minValues.date == maxValues.date`).
 //! - `timestamp` (no time zone) is Delta's `timestamp_ntz` (reader 3 /
 //!   writer 7 with the `timestampNtz` feature); `timestamptz` is `timestamp`.
-//! - Once a column was renamed or dropped, column mapping mode `id` is on:
+//! - Once a column lives in files under another name (renamed, or added
+//!   under a name old files hold), column mapping mode `id` is on:
 //!   each field carries its id and its physical name, the name its files
 //!   use (logbook keeps writing a renamed column under its first name; see
 //!   [`crate::schema::Column::file_name`]). Measured with deltalake 1.6,
@@ -55,9 +56,12 @@ pub(crate) struct Format {
     pub options: BTreeMap<String, String>,
 }
 
-/// Does the table need column mapping (a file may name a column otherwise)?
+/// Does the table need column mapping: does some column live in its files
+/// under another name? (A dropped column alone does not need it: readers
+/// by name skip a file's columns the schema lacks, and no new column ever
+/// writes under a dropped one's name.)
 pub(crate) fn mapped(schema: &TableSchema) -> bool {
-    schema.names_moved || schema.columns.iter().any(|c| c.physical.is_some())
+    schema.columns.iter().any(|c| c.physical.is_some())
 }
 
 /// The lowest protocol the schema allows.
