@@ -3,6 +3,7 @@
 //! - [`provider`]: `TableProvider`s (latest or pinned; dimension views).
 //! - [`exec`]: the scan node, with partition pruning and statistics.
 //! - [`catalog`]: a warehouse as a schema; `asof()` and `snapshot()`.
+//! - [`ffi`]: a table exported to another DataFusion build (stable FFI).
 //! - [`functions`]: `logical_date()` and friends; wall-clock refusals.
 //! - [`pit`]: point-in-time joins on validity ranges, by binary search.
 //! - [`session`]: a configured `SessionContext`.
@@ -11,6 +12,7 @@
 pub mod catalog;
 pub mod error;
 pub mod exec;
+pub mod ffi;
 pub mod functions;
 pub mod lineage;
 pub mod pit;
@@ -23,6 +25,8 @@ pub mod session;
 pub use catalog::QueryOptions;
 /// The DataFusion version this crate builds on.
 pub use datafusion;
+/// The stable FFI crate [`ffi`] exports through (a host needs its types).
+pub use datafusion_ffi;
 pub use error::QueryError;
 pub use lineage::Lineage;
 pub use provider::{DimensionView, LogbookTableProvider};
