@@ -266,3 +266,25 @@ async fn a_dataframe_job_is_identified_by_the_plans_it_runs() {
     let changed = job(2.0).await;
     assert!(!changed.already_committed && changed.version > first.version);
 }
+
+/// A derived run id is completed at commit with a fingerprint of what the
+/// run read; one whose prefix is valid but which would be too long once
+/// completed is refused when the run starts, before anything is written
+/// or committed.
+#[tokio::test]
+async fn a_derived_run_id_too_long_to_complete_is_refused_before_writing() {
+    let (wh, _) = world().await;
+    let target = wh.table("revenue_by_region").await.unwrap();
+    let before = target.latest_version().await.unwrap();
+    let files = objects(&target, "").await;
+    // The prefix `revenue_by_region-2026-03-15-as-of-<code version>` is
+    // 120 bytes (valid); completed, 137 (over the 128 allowed).
+    let err = Run::new(&wh, "revenue_by_region", date("2026-03-15"))
+        .code_version("v".repeat(85))
+        .sql(REVENUE)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("run id"), "{err}");
+    assert_eq!(target.latest_version().await.unwrap(), before);
+    assert_eq!(objects(&target, "").await, files, "nothing written");
+}

@@ -12,7 +12,7 @@ use crate::intent::Lease;
 use crate::names::validate_run_id;
 use crate::scd2::Scd2State;
 use crate::schema::{VALID_FROM, VALID_TO};
-use crate::staging::{delete_files, StagedFiles};
+use crate::staged_files::{delete_files, StagedFiles};
 use crate::table::Table;
 use crate::validate::conform;
 
@@ -187,7 +187,11 @@ impl Table {
                 rows,
                 affected: state.affected(),
             };
-            let pending = PendingCommit::dimension(base.version(), run.clone(), change_record);
+            let pending = PendingCommit::new(
+                base.version(),
+                run.clone(),
+                crate::commit::Change::Dimension(change_record),
+            );
             match commit(inner, pending).await {
                 Ok(info) => {
                     return Ok(DimensionCommit {

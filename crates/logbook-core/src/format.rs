@@ -3,12 +3,12 @@
 //! ```text
 //! <table>/_logbook/log/00000000000000000007.json   commit 7 (created with put-if-absent)
 //! <table>/_logbook/_last                           best-effort hint: latest version
-//! <table>/_logbook/manifests/<commit-id>/root.json      table schema + one ref per month
-//! <table>/_logbook/manifests/<commit-id>/2026-03.json   the partitions of one month
+//! <table>/_logbook/manifests/<attempt-id>/root.json      table schema + one ref per month
+//! <table>/_logbook/manifests/<attempt-id>/2026-03.json   the partitions of one month
 //! <table>/data/<col>=2026-03-15/<staging-id>/part-00000.parquet
 //! ```
 //!
-//! A commit writes new manifests only for the months it touches and a new
+//! A commit attempt writes new manifests only for the months it touches and a new
 //! root; unchanged months are shared with the previous version. Every path in
 //! a manifest is relative to the table root.
 
@@ -566,12 +566,14 @@ pub mod layout {
         format!("{LOG_DIR}/{version:020}.json")
     }
 
-    pub fn root_manifest(commit_id: Uuid) -> String {
-        format!("{META_DIR}/manifests/{commit_id}/root.json")
+    /// Each commit attempt writes its manifests under a fresh id, so a
+    /// retry never overwrites what an attempt with an unknown outcome wrote.
+    pub fn root_manifest(attempt_id: Uuid) -> String {
+        format!("{META_DIR}/manifests/{attempt_id}/root.json")
     }
 
-    pub fn month_manifest(commit_id: Uuid, month: &str) -> String {
-        format!("{META_DIR}/manifests/{commit_id}/{month}.json")
+    pub fn month_manifest(attempt_id: Uuid, month: &str) -> String {
+        format!("{META_DIR}/manifests/{attempt_id}/{month}.json")
     }
 
     pub fn staging_dir(

@@ -15,16 +15,32 @@ use crate::error::{Error, Result};
 use crate::format::layout;
 use crate::storage::StorageLocation;
 
-/// Outcome of trying to create log entry `v`.
+/// Outcome of one put-if-absent of log entry `v`, as the store reported it.
 #[derive(Debug)]
-pub enum PutOutcome {
+enum PutOutcome {
     /// Our entry is version `v`.
     Created,
-    /// Another writer's entry is version `v`.
+    /// An entry exists at `v`: another writer's, or our own when the store
+    /// retried a create whose first try landed.
     AlreadyExists,
     /// The put failed in a way that may or may not have created the entry
-    /// (e.g. the response was lost). Read the entry back to find out.
+    /// (e.g. the response was lost).
     Ambiguous(Error),
+}
+
+/// The decided outcome of [`Log::create`].
+#[derive(Debug)]
+pub enum Created {
+    /// Entry `v` is ours: created now, or found on reading back after the
+    /// store reported it existing or gave no answer.
+    Ours,
+    /// Entry `v` is another writer's (its bytes, read back).
+    Theirs(Bytes),
+    /// The put gave no answer (its error) and entry `v` does not exist.
+    /// Our put may still land later (a delayed request), so a caller that
+    /// gives up now must report its outcome as unknown; trying `v` again is
+    /// safe.
+    Absent(Error),
 }
 
 /// The numbered log of one table.
@@ -61,8 +77,53 @@ impl Log {
         self.location.store().as_ref()
     }
 
-    /// Create entry `version` holding `bytes` if it does not exist.
-    pub async fn try_create(&self, version: u64, bytes: Bytes) -> PutOutcome {
+    /// Create entry `version` holding `bytes` if no entry exists there, and
+    /// decide whose entry `version` is: when the store reports the entry
+    /// existing (which a store retrying its own create also reports) or
+    /// gives no answer, the entry is read back and `is_ours` judges it.
+    ///
+    /// An error means the outcome is unknown: the put gave no answer (that
+    /// error is returned) or the read-back failed. Every create of a
+    /// numbered entry goes through here (commits, a table's entry 0, the
+    /// Delta mirror), so none can mistake its own entry for a rival's.
+    pub async fn create(
+        &self,
+        version: u64,
+        bytes: Bytes,
+        is_ours: impl Fn(&[u8]) -> bool,
+    ) -> Result<Created> {
+        let judge = |found: Bytes| match is_ours(&found) {
+            true => Created::Ours,
+            false => Created::Theirs(found),
+        };
+        match self.try_create(version, bytes).await {
+            PutOutcome::Created => Ok(Created::Ours),
+            PutOutcome::AlreadyExists => match self.read(version).await? {
+                Some(found) => Ok(judge(found)),
+                // Entries are never deleted while a writer may create them:
+                // a store contradicting itself leaves the outcome unknown.
+                None => {
+                    let path = self.entry_path(version);
+                    let source = object_store::Error::Generic {
+                        store: "logbook",
+                        source: "the store reported the entry existing, then found none".into(),
+                    };
+                    Err(Error::storage(&path, source))
+                }
+            },
+            PutOutcome::Ambiguous(e) => {
+                tracing::warn!(path = %self.entry_path(version), error = %e, "create outcome unknown; reading the entry back");
+                match self.read(version).await {
+                    Ok(Some(found)) => Ok(judge(found)),
+                    Ok(None) => Ok(Created::Absent(e)),
+                    Err(_) => Err(e),
+                }
+            }
+        }
+    }
+
+    /// One put-if-absent of entry `version`, as the store reports it.
+    async fn try_create(&self, version: u64, bytes: Bytes) -> PutOutcome {
         let path = self.entry_path(version);
         let opts = PutOptions {
             mode: PutMode::Create,

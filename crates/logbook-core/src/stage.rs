@@ -21,13 +21,13 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStore, PutMode, PutOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::commit::{commit, CommitInfo, PartitionChange, PendingCommit};
+use crate::commit::{commit, Change, CommitInfo, PartitionChange, PendingCommit};
 use crate::error::{Error, Result};
 use crate::format::{layout, DataFile, Operation, RunInfo};
 use crate::names::validate_run_id;
-use crate::staging::delete_files;
+use crate::staged_files::delete_files;
 use crate::table::{Table, TableInner};
-use crate::writer::PartitionWriter;
+use crate::writer::{Destination, PartitionWriter};
 
 /// A stage's record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -174,8 +174,8 @@ impl Stage {
         date: NaiveDate,
         run: RunInfo,
     ) -> Result<PartitionWriter> {
-        let writer = self.table.replace_partition(date, run).await?;
-        Ok(writer.into_stage(self.info.name.clone()))
+        let destination = Destination::Stage(self.info.name.clone());
+        self.table.start_write(date, run, destination).await
     }
 
     /// The staged partition of `date`, if any.
@@ -266,7 +266,7 @@ impl Stage {
             })
             .collect();
         let run = RunInfo::new(publish_run_id(&self.info.name));
-        let pending = PendingCommit::partitions(Operation::PublishStage, base, run, changes);
+        let pending = PendingCommit::new(base, run, Change::Publish(changes));
         let info = commit(&table.inner, pending)
             .await
             .map_err(|f| match f.error {

@@ -11,19 +11,19 @@ use object_store::{ObjectStoreExt, PutPayload};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::commit::{CommitInfo, PendingCommit};
+use crate::commit::{Change, CommitInfo, PendingCommit};
 use crate::error::{Error, Result};
 use crate::format::{
     layout, LogEntry, MirrorChange, MirrorFormat, MonthManifest, Operation, PropertiesChange,
     RootManifest, RunInfo, TableProperties, FORMAT_VERSION,
 };
-use crate::log::{Log, PutOutcome};
+use crate::log::{Created, Log};
 use crate::names::{validate_run_id, validate_table_name};
 use crate::options::TableOptions;
 use crate::schema::{SchemaChange, TableSchema};
 use crate::snapshot::Snapshot;
 use crate::storage::StorageLocation;
-use crate::writer::PartitionWriter;
+use crate::writer::{Destination, PartitionWriter};
 
 /// A logbook table.
 ///
@@ -129,15 +129,21 @@ impl Table {
             affected: None,
             change: None,
         };
-        // As in a commit: `AlreadyExists` may be the store's retry of our
-        // own create, and an ambiguous put may have landed; reading entry 0
-        // back decides, and when that read fails the outcome is unknown.
-        let outcome = inner.log.try_create(0, inner.encode(&entry)?).await;
-        if !matches!(outcome, PutOutcome::Created) {
-            match (inner.read_entry(0).await, outcome) {
-                (Ok(found), _) if found.commit_id == commit_id => {}
-                (Ok(_), _) => return Err(inner.exists_error()),
-                (Err(_), PutOutcome::Ambiguous(e)) | (Err(e), _) => return Err(e),
+        // Entry 0 found there (reported existing, or read back after no
+        // answer) is ours only if it carries our commit id: a store retrying
+        // our own create reports it existing.
+        let ours = |found: &[u8]| {
+            serde_json::from_slice::<LogEntry>(found).is_ok_and(|e| e.commit_id == commit_id)
+        };
+        let bytes = inner.encode(&entry)?;
+        let mut attempts = 1;
+        loop {
+            match inner.log.create(0, bytes.clone(), ours).await? {
+                Created::Ours => break,
+                Created::Theirs(_) => return Err(inner.exists_error()),
+                // Did not land (yet): creating it again is safe.
+                Created::Absent(_) if attempts < inner.options.max_commit_attempts => attempts += 1,
+                Created::Absent(e) => return Err(e),
             }
         }
         inner.write_hint(0).await;
@@ -283,7 +289,7 @@ impl Table {
         }
         let base = self.latest_version().await?;
         let run = RunInfo::new(format!("alter-{}", self.inner.options.ids.next_id()));
-        let pending = PendingCommit::properties(base, run, change);
+        let pending = PendingCommit::new(base, run, Change::Properties(change));
         crate::commit::commit(&self.inner, pending)
             .await
             .map_err(|f| f.error)
@@ -352,8 +358,7 @@ impl Table {
         // change to whatever schema is the head's then.
         base.schema().evolve(&self.inner.name, &change)?;
         let run = RunInfo::new(format!("schema-{}", self.inner.options.ids.next_id()));
-        let mut pending = PendingCommit::maintenance(Operation::AlterSchema, base.version(), run);
-        pending.schema_change = Some(change);
+        let pending = PendingCommit::new(base.version(), run, Change::Schema(change));
         crate::commit::commit(&self.inner, pending)
             .await
             .map_err(|f| f.error)
@@ -367,9 +372,34 @@ impl Table {
         date: NaiveDate,
         run: RunInfo,
     ) -> Result<PartitionWriter> {
+        self.start_write(date, run, Destination::MainLine).await
+    }
+
+    /// Start replacing the partition `date` in `destination`: the main line
+    /// (as [`Table::replace_partition`]) or a named stage, opened (created
+    /// if needed) first, as [`Table::stage`] does.
+    pub async fn write_partition(
+        &self,
+        date: NaiveDate,
+        run: RunInfo,
+        destination: Destination,
+    ) -> Result<PartitionWriter> {
+        if let Destination::Stage(name) = &destination {
+            self.stage(name).await?;
+        }
+        self.start_write(date, run, destination).await
+    }
+
+    /// A writer for `date` whose run and destination are fixed from here.
+    pub(crate) async fn start_write(
+        &self,
+        date: NaiveDate,
+        run: RunInfo,
+        destination: Destination,
+    ) -> Result<PartitionWriter> {
         validate_run_id(&run.run_id)?;
         let base = self.latest().await?;
-        let mut writer = PartitionWriter::new(self.inner.clone(), base, date, run)?;
+        let mut writer = PartitionWriter::new(self.inner.clone(), base, date, run, destination)?;
         writer.announce().await;
         Ok(writer)
     }

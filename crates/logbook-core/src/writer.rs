@@ -7,16 +7,37 @@ use arrow_array::types::Date32Type;
 use arrow_array::{Array, RecordBatch};
 use chrono::NaiveDate;
 
-use crate::commit::{commit, CommitInfo, ExpectedPartition, PartitionChange, PendingCommit};
+use crate::commit::{
+    commit, Change, CommitInfo, ExpectedPartition, PartitionChange, PendingCommit,
+};
 use crate::error::{Error, Result};
-use crate::format::{layout, Operation, RunInfo};
+use crate::format::{layout, InputRead, RunInfo};
 use crate::intent::{self, RunMarker};
 use crate::maintenance::vacuum::MIN_RETENTION_MS;
 use crate::snapshot::Snapshot;
 use crate::stage::StagedPartition;
-use crate::staging::{delete_files, first_damaged, StagedFiles};
+use crate::staged_files::{delete_files, first_damaged, StagedFiles};
 use crate::table::TableInner;
 use crate::validate::conform;
+
+/// Where a partition write lands when it commits, fixed when it starts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Destination {
+    /// The table itself: the commit makes the partition visible.
+    #[default]
+    MainLine,
+    /// A named stage (see [`crate::Stage`]): the commit records the
+    /// partition there, and nothing is visible until the stage is
+    /// published.
+    Stage(String),
+}
+
+impl From<Option<String>> for Destination {
+    /// `Some(name)`: that stage; `None`: the main line.
+    fn from(stage: Option<String>) -> Self {
+        stage.map_or(Destination::MainLine, Destination::Stage)
+    }
+}
 
 /// Streams the rows of one partition into staged files; nothing is visible
 /// until [`PartitionWriter::commit`].
@@ -36,8 +57,8 @@ pub struct PartitionWriter {
     failed: bool,
     /// This write's intent marker (see [`crate::intent`]).
     marker: RunMarker,
-    /// Record the partition in this named stage instead of committing it.
-    stage: Option<String>,
+    /// The main line, or the stage that records the partition instead.
+    destination: Destination,
     /// What the partition must be when this write commits.
     expected: Option<ExpectedPartition>,
 }
@@ -59,6 +80,7 @@ impl PartitionWriter {
         base: Snapshot,
         date: NaiveDate,
         run: RunInfo,
+        destination: Destination,
     ) -> Result<Self> {
         let Some(partition_column) = base.schema().partition_column().map(str::to_string) else {
             return Err(Error::InvalidInput {
@@ -89,20 +111,14 @@ impl PartitionWriter {
             rows: 0,
             failed: false,
             marker,
-            stage: None,
+            destination,
             expected: None,
         })
     }
 
-    /// Make `commit` record the partition in stage `name` instead.
-    pub(crate) fn into_stage(mut self, name: String) -> Self {
-        self.stage = Some(name);
-        self
-    }
-
-    /// The stage this writer writes into, if any.
-    pub fn stage(&self) -> Option<&str> {
-        self.stage.as_deref()
+    /// Where this write lands when it commits.
+    pub fn destination(&self) -> &Destination {
+        &self.destination
     }
 
     /// Say that this write is running (called once it starts).
@@ -184,9 +200,30 @@ impl PartitionWriter {
         &self.run
     }
 
-    /// Record more about the run before committing (e.g. lineage).
-    pub fn run_mut(&mut self) -> &mut RunInfo {
-        &mut self.run
+    /// Record query text the run executed (appended to any recorded
+    /// earlier, one statement per line).
+    pub fn record_query(&mut self, query: &str) {
+        self.run.query = Some(match self.run.query.take() {
+            Some(earlier) => format!("{earlier};\n{query}"),
+            None => query.to_string(),
+        });
+    }
+
+    /// Record the inputs the run read (its lineage).
+    pub fn record_inputs(&mut self, inputs: Vec<InputRead>) {
+        self.run.inputs = inputs;
+    }
+
+    /// Complete a derived run id with `suffix` (a fingerprint of what the
+    /// run read, known only once it has read it): the id becomes
+    /// `<id>-<suffix>`. The id's prefix, fixed when the write started,
+    /// stays what the intent marker shows for the running write; nothing
+    /// else about the run's identity can change after it starts.
+    pub fn complete_run_id(&mut self, suffix: &str) -> Result<()> {
+        let id = format!("{}-{suffix}", self.run.run_id);
+        crate::names::validate_run_id(&id)?;
+        self.run.run_id = id;
+        Ok(())
     }
 
     /// Validate `batch` and append it. A batch that fails validation is not
@@ -235,7 +272,7 @@ impl PartitionWriter {
             staged,
             rows,
             marker,
-            stage,
+            destination,
             expected,
             ..
         } = self;
@@ -246,7 +283,7 @@ impl PartitionWriter {
                 return Err(e);
             }
         };
-        if let Some(name) = stage {
+        if let Destination::Stage(name) = destination {
             let partition = StagedPartition {
                 date,
                 rows,
@@ -269,11 +306,10 @@ impl PartitionWriter {
             });
         }
         let staged: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
-        let pending = PendingCommit::partitions(
-            Operation::ReplacePartitions,
+        let pending = PendingCommit::new(
             base.version(),
             run,
-            vec![PartitionChange {
+            Change::Replace(vec![PartitionChange {
                 date,
                 files,
                 rows,
@@ -281,7 +317,7 @@ impl PartitionWriter {
                 rewrite_of: None,
                 schema_version: base.schema().version,
                 expected,
-            }],
+            }]),
         );
         let outcome = commit(&table, pending).await;
         intent::clear(&table, &marker).await;

@@ -7,7 +7,7 @@ use chrono::NaiveDate;
 use datafusion::execution::context::SessionContext;
 use futures::TryStreamExt;
 use logbook_core::{
-    CommitInfo, DimensionMode, ExpectedPartition, PartitionWriter, RunInfo, Warehouse,
+    CommitInfo, Destination, DimensionMode, ExpectedPartition, PartitionWriter, RunInfo, Warehouse,
 };
 
 use crate::catalog::QueryOptions;
@@ -146,6 +146,9 @@ impl Run {
                 |c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'),
                 "_",
             );
+            // The id as completed at commit must be valid too: refused
+            // here, before anything is written.
+            logbook_core::names::validate_run_id(&format!("{}-{:016x}", run.run_id, 0))?;
         }
         let table = self.warehouse.table(&self.target).await?;
         let head = table.latest().await?;
@@ -156,16 +159,10 @@ impl Run {
             (true, Some(day)) => Some(head.partition(day).await?.map(|p| p.version)),
             _ => None,
         };
-        let writer = match &self.stage {
-            Some(name) => {
-                table
-                    .stage(name)
-                    .await?
-                    .replace_partition(self.logical_date, run)
-                    .await?
-            }
-            None => table.replace_partition(self.logical_date, run).await?,
-        };
+        let destination = Destination::from(self.stage.clone());
+        let writer = table
+            .write_partition(self.logical_date, run, destination)
+            .await?;
         let writer = match self.expected {
             Some(e) => writer.expect(e),
             None => writer,
@@ -182,7 +179,7 @@ impl Run {
     /// Run `query` and replace the target partition with its rows.
     pub async fn sql(self, query: &str) -> Result<CommitInfo, QueryError> {
         let mut rc = self.start().await?;
-        rc.writer.run_mut().query = Some(query.to_string());
+        rc.writer.record_query(query);
         let result = async {
             let df = rc.ctx.sql(query).await?;
             let mut stream = df.execute_stream().await?;
@@ -244,10 +241,10 @@ impl RunContext {
                 self.previous,
                 &self.lineage.data_read(),
             );
-            let run = self.writer.run_mut();
-            run.run_id = format!("{}-{:016x}", run.run_id, fingerprint(identity.as_bytes()));
+            let suffix = format!("{:016x}", fingerprint(identity.as_bytes()));
+            self.writer.complete_run_id(&suffix)?;
         }
-        self.writer.run_mut().inputs = inputs;
+        self.writer.record_inputs(inputs);
         let run = self.writer.run().clone();
         Ok((self.writer.commit().await?, run))
     }

@@ -65,11 +65,7 @@ impl Run {
     /// query text as the run's query.
     fn sql(&self, py: Python<'_>, query: &str) -> PyResult<PyRecordBatchReader> {
         self.with(|rc| {
-            let run = rc.writer.run_mut();
-            run.query = Some(match run.query.take() {
-                Some(earlier) => format!("{earlier};\n{query}"),
-                None => query.to_string(),
-            });
+            rc.writer.record_query(query);
             let ctx = rc.ctx.clone();
             let stream = wait(py, move || async move {
                 let df = ctx.sql(query).await?;

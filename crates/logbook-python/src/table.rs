@@ -2,7 +2,7 @@
 
 use chrono::NaiveDate;
 use logbook_core::clock::{IdGenerator, UuidV7};
-use logbook_core::{ExpectedPartition, PartitionSummary, RunInfo};
+use logbook_core::{Destination, ExpectedPartition, PartitionSummary, RunInfo};
 use pyo3::prelude::*;
 use pyo3_arrow::input::AnyRecordBatch;
 use pyo3_arrow::{PyRecordBatchReader, PySchema};
@@ -111,11 +111,8 @@ impl Table {
         };
         let run_id = run.run_id.clone();
         let t = &self.inner;
-        let mut writer = wait(py, || async move {
-            match stage {
-                Some(name) => t.stage(&name).await?.replace_partition(date, run).await,
-                None => t.replace_partition(date, run).await,
-            }
+        let mut writer = wait(py, || {
+            t.write_partition(date, run, Destination::from(stage))
         })
         .map_err(errors::core)?;
         if let Some(e) = expected {

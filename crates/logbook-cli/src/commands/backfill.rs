@@ -12,8 +12,7 @@ use logbook_core::lifecycle::{self, PlanStep, Selection};
 use logbook_core::{ExpectedPartition, Stage, Table, Warehouse};
 use tokio::task::JoinSet;
 
-use super::status::Range;
-use super::write::{expect_env_value, EXPECT_ENV};
+use super::common::{expect_env_value, Range, EXPECT_ENV};
 use super::CliError;
 
 #[derive(Debug, clap::Args)]

@@ -14,7 +14,7 @@ use futures::{StreamExt, TryStreamExt};
 use logbook_core::{DimensionMode, ErrorKind, RunInfo, Table, TableSchema, Warehouse};
 use logbook_datafusion::{session, QueryOptions, Run};
 
-use super::sql::query_err;
+use super::common::query_err;
 use super::CliError;
 use crate::input;
 

@@ -1,8 +1,11 @@
-//! One module per subcommand.
+//! One module per subcommand, or per family of them: `status.rs` holds
+//! `status`, `plan` and `check`; `maintain.rs` holds `compact`, `expire` and
+//! `vacuum`. What several of them share is in `common.rs`.
 
 pub mod alter;
 pub mod apply;
 pub mod backfill;
+pub mod common;
 pub mod create;
 pub mod demo;
 pub mod log;

@@ -2,7 +2,7 @@ use chrono::NaiveDate;
 use logbook_core::{DimensionMode, ExpectedPartition, Warehouse};
 use logbook_datafusion::Run;
 
-use super::sql::{parse_mode, query_err};
+use super::common::{expectation, parse_mode, query_err};
 use super::CliError;
 
 #[derive(Debug, clap::Args)]
@@ -26,7 +26,7 @@ pub struct Args {
     #[arg(long)]
     run_id: Option<String>,
     /// Write into this named stage instead of the main line (set by `backfill --stage`).
-    #[arg(long, env = "LOGBOOK_STAGE")]
+    #[arg(long, env = logbook_datafusion::run::STAGE_ENV)]
     stage: Option<String>,
     /// Commit only if the date is then still at this version (`missing`: never
     /// committed); otherwise refuse with a conflict. `backfill` sets it for
@@ -46,7 +46,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     if let Some(stage) = &args.stage {
         run = run.stage(stage);
     }
-    if let Some(e) = super::write::expectation(args.expect_version, &args.table, args.date)? {
+    if let Some(e) = expectation(args.expect_version, &args.table, args.date)? {
         run = run.expect(e);
     }
     let info = run.sql(&args.sql).await.map_err(query_err)?;

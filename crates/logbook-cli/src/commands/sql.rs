@@ -6,6 +6,7 @@ use futures::TryStreamExt;
 use logbook_core::{DimensionMode, Warehouse};
 use logbook_datafusion::{session, QueryOptions};
 
+use super::common::{parse_mode, query_err};
 use super::CliError;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -32,10 +33,6 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
-}
-
-pub fn parse_mode(s: &str) -> Result<DimensionMode, String> {
-    s.parse()
 }
 
 fn parse_pin(s: &str) -> Result<(String, u64), String> {
@@ -67,13 +64,6 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         .await
         .map_err(|e| query_err(e.into()))?;
     print(&batches, std::sync::Arc::new(schema), args.format)
-}
-
-pub fn query_err(e: logbook_datafusion::QueryError) -> CliError {
-    match e {
-        logbook_datafusion::QueryError::Logbook(e) => CliError::Logbook(e),
-        other => CliError::Input(other.to_string()),
-    }
 }
 
 fn print(

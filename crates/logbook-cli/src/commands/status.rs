@@ -2,45 +2,12 @@
 
 use std::io::IsTerminal;
 
-use chrono::{Datelike, Days, NaiveDate};
-use logbook_core::clock::{Clock, SystemClock};
-use logbook_core::lifecycle::{
-    self, CheckDepth, DateStatus, PartitionState, Selection, TableStatus,
-};
+use chrono::Datelike;
+use logbook_core::lifecycle::{self, CheckDepth, DateStatus, PartitionState, Selection};
 use logbook_core::Warehouse;
 
+use super::common::Range;
 use super::CliError;
-
-/// The date range every lifecycle command takes.
-#[derive(Debug, Clone, clap::Args)]
-pub struct Range {
-    /// First date (default: the table's schedule start).
-    #[arg(long)]
-    pub from: Option<NaiveDate>,
-    /// Last date (default: yesterday, UTC: the last day whose run is due).
-    #[arg(long)]
-    pub to: Option<NaiveDate>,
-}
-
-impl Range {
-    /// The last date, defaulting to yesterday by the system clock.
-    pub fn to(&self) -> NaiveDate {
-        self.to.unwrap_or_else(|| {
-            let today = chrono::DateTime::from_timestamp_millis(SystemClock.now_millis())
-                .map(|t| t.date_naive())
-                .unwrap_or_default();
-            today.checked_sub_days(Days::new(1)).unwrap_or(today)
-        })
-    }
-
-    pub async fn status(
-        &self,
-        warehouse: &Warehouse,
-        table: &str,
-    ) -> Result<TableStatus, CliError> {
-        Ok(lifecycle::status(warehouse, table, self.from, self.to()).await?)
-    }
-}
 
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {

@@ -1,8 +1,9 @@
 use std::path::PathBuf;
 
 use chrono::NaiveDate;
-use logbook_core::{ExpectedPartition, PartitionWriter, RunInfo, Warehouse};
+use logbook_core::{Destination, ExpectedPartition, PartitionWriter, RunInfo, Warehouse};
 
+use super::common::expectation;
 use super::CliError;
 use crate::input;
 
@@ -29,7 +30,7 @@ pub struct Args {
     #[arg(long)]
     max_rows_per_file: Option<usize>,
     /// Write into this named stage instead of the main line (set by `backfill --stage`).
-    #[arg(long, env = "LOGBOOK_STAGE")]
+    #[arg(long, env = logbook_datafusion::run::STAGE_ENV)]
     stage: Option<String>,
     /// Commit only if the date is then still at this version (`missing`: never
     /// committed); otherwise refuse with a conflict. `backfill` sets it for
@@ -37,43 +38,6 @@ pub struct Args {
     /// commits meanwhile is never overwritten.
     #[arg(long, value_name = "VERSION|missing")]
     expect_version: Option<ExpectedPartition>,
-}
-
-/// The environment variable `logbook backfill` sets for the commands it runs:
-/// `TABLE@DATE=VERSION` (or `=missing`), what it saw for the date it
-/// launched the command for. `write` and `run` obey it for that table and
-/// date only, so other writes in the same command are unaffected.
-pub const EXPECT_ENV: &str = "LOGBOOK_EXPECT_VERSION";
-
-/// The value of [`EXPECT_ENV`] for `table` at `date`.
-pub fn expect_env_value(table: &str, date: NaiveDate, expected: ExpectedPartition) -> String {
-    format!("{table}@{date}={expected}")
-}
-
-/// What a write of `table` at `date` must find: `explicit`, or what the
-/// backfill that launched this command saw.
-pub fn expectation(
-    explicit: Option<ExpectedPartition>,
-    table: &str,
-    date: NaiveDate,
-) -> Result<Option<ExpectedPartition>, CliError> {
-    if explicit.is_some() {
-        return Ok(explicit);
-    }
-    let Ok(value) = std::env::var(EXPECT_ENV) else {
-        return Ok(None);
-    };
-    let parsed = value.split_once('=').and_then(|(target, version)| {
-        let (t, d) = target.rsplit_once('@')?;
-        Some((t, d.parse::<NaiveDate>().ok()?, version.parse().ok()?))
-    });
-    match parsed {
-        Some((t, d, expected)) if t == table && d == date => Ok(Some(expected)),
-        Some(_) => Ok(None),
-        None => Err(CliError::Input(format!(
-            "{EXPECT_ENV}={value:?}: expected TABLE@DATE=VERSION or TABLE@DATE=missing"
-        ))),
-    }
 }
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
@@ -92,16 +56,10 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         logical_date: Some(args.date),
         ..RunInfo::default()
     };
-    let writer = match &args.stage {
-        Some(stage) => {
-            table
-                .stage(stage)
-                .await?
-                .replace_partition(args.date, run.clone())
-                .await?
-        }
-        None => table.replace_partition(args.date, run.clone()).await?,
-    };
+    let destination = Destination::from(args.stage.clone());
+    let writer = table
+        .write_partition(args.date, run.clone(), destination)
+        .await?;
     let mut writer = match expectation(args.expect_version, table.name(), args.date)? {
         Some(e) => writer.expect(e),
         None => writer,

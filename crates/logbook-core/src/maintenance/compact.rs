@@ -13,13 +13,13 @@ use chrono::NaiveDate;
 use futures::{stream, StreamExt};
 use serde::Serialize;
 
-use crate::commit::{commit, PartitionChange, PendingCommit};
+use crate::commit::{commit, Change, PartitionChange, PendingCommit};
 use crate::error::{Error, Result};
-use crate::format::{layout, DataFile, Operation, PartitionEntry, RunInfo};
+use crate::format::{layout, DataFile, PartitionEntry, RunInfo};
 use crate::intent::Lease;
 use crate::reader::ReadOptions;
 use crate::snapshot::Snapshot;
-use crate::staging::{delete_files, StagedFiles};
+use crate::staged_files::{delete_files, StagedFiles};
 use crate::table::Table;
 
 /// What to compact and how.
@@ -246,12 +246,8 @@ async fn compact_leased(
             return Err(e);
         }
         let staged = changes.clone();
-        let pending = PendingCommit::partitions(
-            Operation::Compact,
-            table.latest_version().await?,
-            run.clone(),
-            changes,
-        );
+        let base = table.latest_version().await?;
+        let pending = PendingCommit::new(base, run.clone(), Change::Compact(changes));
         let info = match commit(&table.inner, pending).await {
             Ok(info) => info,
             Err(failure) => {

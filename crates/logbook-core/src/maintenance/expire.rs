@@ -7,9 +7,9 @@
 
 use serde::Serialize;
 
-use crate::commit::{commit, PendingCommit};
+use crate::commit::{commit, Change, PendingCommit};
 use crate::error::{Error, Result};
-use crate::format::{Operation, RunInfo};
+use crate::format::RunInfo;
 use crate::table::Table;
 
 /// Which snapshots to keep.
@@ -71,8 +71,7 @@ pub async fn expire(table: &Table, keep: Keep) -> Result<ExpireReport> {
         });
     }
     let run = RunInfo::new(format!("expire-{}", table.inner.options.ids.next_id()));
-    let mut pending = PendingCommit::maintenance(Operation::Expire, latest.version(), run);
-    pending.retain_from = Some(oldest);
+    let pending = PendingCommit::new(latest.version(), run, Change::Retain { from: oldest });
     let info = commit(&table.inner, pending).await.map_err(|f| f.error)?;
     Ok(ExpireReport {
         table: table.name().to_string(),

@@ -30,12 +30,12 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStoreExt, PutPayload};
 use serde::Serialize;
 
-use crate::commit::{commit, PendingCommit};
+use crate::commit::{commit, Change, PendingCommit};
 use crate::error::{Error, Result};
-use crate::format::{layout, Operation, RunInfo};
+use crate::format::{layout, RunInfo};
 use crate::intent;
 use crate::stage::{StageInfo, StagedPartition};
-use crate::staging::delete_files;
+use crate::staged_files::delete_files;
 use crate::table::{Table, TableInner};
 
 /// Vacuum refuses a shorter retention unless forced (one hour).
@@ -210,8 +210,8 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     delete_files(inner, &stale_markers).await;
     delete_files(inner, &report.deleted).await;
     let run = RunInfo::new(format!("vacuum-{}", inner.options.ids.next_id()));
-    let mut pending = PendingCommit::maintenance(Operation::Vacuum, latest.version(), run);
-    pending.files_removed = Some(report.deleted.len() as u64);
+    let files_removed = report.deleted.len() as u64;
+    let pending = PendingCommit::new(latest.version(), run, Change::Vacuum { files_removed });
     report.version = Some(commit(inner, pending).await.map_err(|f| f.error)?.version);
     Ok(report)
 }

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::delta_table;
 use crate::error::{Error, Result};
 use crate::format::LogEntry;
-use crate::log::{Log, PutOutcome};
+use crate::log::{Created, Log};
 use crate::table::TableInner;
 
 /// Delta's log directory: the table root is the Delta table's root.
@@ -140,11 +140,13 @@ pub(crate) async fn create(
         serde_json::to_writer(&mut body, a).expect("actions serialise");
         body.push(b'\n');
     }
-    match log(table).try_create(d, Bytes::from(body)).await {
-        PutOutcome::Created => Ok(()),
-        PutOutcome::AlreadyExists => check_winner(table, d, entry).await,
-        // Landed or not: reading it back decides.
-        PutOutcome::Ambiguous(e) => check_winner(table, d, entry).await.map_err(|_| e),
+    let ours = |found: &[u8]| check_bytes(table, d, found, entry).is_ok();
+    match log(table).create(d, Bytes::from(body), ours).await? {
+        Created::Ours => Ok(()),
+        // Says why it is not ours.
+        Created::Theirs(found) => check_bytes(table, d, &found, entry),
+        // Not there (yet): the next catch-up creates it.
+        Created::Absent(e) => Err(e),
     }
 }
 

@@ -17,7 +17,7 @@ use datafusion::common::{DataFusionError, Result};
 use hashbrown::DefaultHashBuilder;
 
 use super::keys::{as_i64, null_rows, KeyCodec};
-use super::table::{prefetch, Table, EMPTY};
+use super::slots::{prefetch, Slots, EMPTY};
 
 /// A null upper bound under `valid_to IS NULL OR ...`.
 const OPEN: i64 = i64::MAX;
@@ -45,7 +45,7 @@ pub struct IntervalIndex {
     nulls_equal: bool,
     hasher: DefaultHashBuilder,
     /// Key hash to the key's offset in `arena`.
-    table: Table,
+    table: Slots,
     arena: Vec<u8>,
     intervals: usize,
 }
@@ -94,7 +94,7 @@ impl IntervalIndex {
         let to = as_i64(to)?;
         let hasher = DefaultHashBuilder::default();
         // Group rows by key: a provisional table whose slots hold group ids.
-        let mut grouping = Table::with_room_for(from.len());
+        let mut grouping = Slots::with_room_for(from.len());
         let mut group_hash: Vec<u64> = Vec::new();
         let mut group_row: Vec<usize> = Vec::new();
         let mut entries: Vec<(u32, i64, i64, u32)> = Vec::with_capacity(from.len());
@@ -125,7 +125,7 @@ impl IntervalIndex {
         drop(grouping);
         entries.sort_unstable();
         // One arena entry per group, then the final table, sized for the keys.
-        let mut table = Table::with_room_for(group_hash.len());
+        let mut table = Slots::with_room_for(group_hash.len());
         let mut arena = Vec::new();
         for list in entries.chunk_by(|a, b| a.0 == b.0) {
             let group = list[0].0 as usize;

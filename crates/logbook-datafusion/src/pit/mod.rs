@@ -14,15 +14,15 @@
 //! - [`rule`]: the physical optimizer rule, and where it runs.
 //! - [`exec`]: the plan node; [`stream`]: building once, probing per batch.
 //! - [`index`]: keys to sorted intervals; [`keys`]: key encoding;
-//!   [`table`]: the hash table with prefetching.
+//!   [`slots`]: the hash table (open addressing) with prefetching.
 
 pub mod exec;
 pub mod index;
 pub mod keys;
 pub mod pattern;
 pub mod rule;
+pub mod slots;
 pub mod stream;
-pub mod table;
 
 pub use exec::PointInTimeJoinExec;
 pub use rule::{with_point_in_time_join, PointInTimeJoinRule};

@@ -17,12 +17,12 @@ pub const EMPTY: u32 = u32::MAX;
 /// Power-of-two sized, at most half full, linear probing. Equal hashes are
 /// told apart by the caller's `same` check on the stored value.
 #[derive(Debug)]
-pub struct Table {
+pub struct Slots {
     slots: Vec<Slot>,
     mask: usize,
 }
 
-impl Table {
+impl Slots {
     /// A table with room for `n` entries.
     pub fn with_room_for(n: usize) -> Self {
         let mask = (n * 2).next_power_of_two().max(16) - 1;
@@ -71,7 +71,7 @@ impl Table {
     }
 
     /// The first slot, in probe order, that is free or holds `hash`, and
-    /// its value (`EMPTY` if free): where [`Table::find_from`] starts.
+    /// its value (`EMPTY` if free): where [`Slots::find_from`] starts.
     pub fn first_with_hash(&self, hash: u64) -> (usize, u32) {
         let mut i = hash as usize & self.mask;
         loop {
@@ -118,7 +118,7 @@ mod tests {
 
     #[test]
     fn equal_hashes_are_told_apart_by_value() {
-        let mut t = Table::with_room_for(4);
+        let mut t = Slots::with_room_for(4);
         let same = |want: u32| move |v: u32| v == want;
         assert_eq!(t.find_or_insert(7, 1, same(1)), 1);
         assert_eq!(t.find_or_insert(7, 2, same(2)), 2);

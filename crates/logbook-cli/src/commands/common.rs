@@ -1,0 +1,91 @@
+//! Helpers more than one subcommand uses: the date range of the lifecycle
+//! commands, the dimension mode and expected-version arguments, and how a
+//! query error is reported.
+
+use chrono::{Days, NaiveDate};
+use logbook_core::clock::{Clock, SystemClock};
+use logbook_core::lifecycle::{self, TableStatus};
+use logbook_core::{DimensionMode, ExpectedPartition, Warehouse};
+
+use super::CliError;
+
+/// The date range every lifecycle command takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Range {
+    /// First date (default: the table's schedule start).
+    #[arg(long)]
+    pub from: Option<NaiveDate>,
+    /// Last date (default: yesterday, UTC: the last day whose run is due).
+    #[arg(long)]
+    pub to: Option<NaiveDate>,
+}
+
+impl Range {
+    /// The last date, defaulting to yesterday by the system clock.
+    pub fn to(&self) -> NaiveDate {
+        self.to.unwrap_or_else(|| {
+            let today = chrono::DateTime::from_timestamp_millis(SystemClock.now_millis())
+                .map(|t| t.date_naive())
+                .unwrap_or_default();
+            today.checked_sub_days(Days::new(1)).unwrap_or(today)
+        })
+    }
+
+    pub async fn status(
+        &self,
+        warehouse: &Warehouse,
+        table: &str,
+    ) -> Result<TableStatus, CliError> {
+        Ok(lifecycle::status(warehouse, table, self.from, self.to()).await?)
+    }
+}
+
+/// `--dimensions as-of|restated`.
+pub fn parse_mode(s: &str) -> Result<DimensionMode, String> {
+    s.parse()
+}
+
+/// A query's error: logbook's own kept whole, DataFusion's as input errors.
+pub fn query_err(e: logbook_datafusion::QueryError) -> CliError {
+    match e {
+        logbook_datafusion::QueryError::Logbook(e) => CliError::Logbook(e),
+        other => CliError::Input(other.to_string()),
+    }
+}
+
+/// The environment variable `logbook backfill` sets for the commands it runs:
+/// `TABLE@DATE=VERSION` (or `=missing`), what it saw for the date it
+/// launched the command for. `write` and `run` obey it for that table and
+/// date only, so other writes in the same command are unaffected.
+pub const EXPECT_ENV: &str = "LOGBOOK_EXPECT_VERSION";
+
+/// The value of [`EXPECT_ENV`] for `table` at `date`.
+pub fn expect_env_value(table: &str, date: NaiveDate, expected: ExpectedPartition) -> String {
+    format!("{table}@{date}={expected}")
+}
+
+/// What a write of `table` at `date` must find: `explicit`, or what the
+/// backfill that launched this command saw.
+pub fn expectation(
+    explicit: Option<ExpectedPartition>,
+    table: &str,
+    date: NaiveDate,
+) -> Result<Option<ExpectedPartition>, CliError> {
+    if explicit.is_some() {
+        return Ok(explicit);
+    }
+    let Ok(value) = std::env::var(EXPECT_ENV) else {
+        return Ok(None);
+    };
+    let parsed = value.split_once('=').and_then(|(target, version)| {
+        let (t, d) = target.rsplit_once('@')?;
+        Some((t, d.parse::<NaiveDate>().ok()?, version.parse().ok()?))
+    });
+    match parsed {
+        Some((t, d, expected)) if t == table && d == date => Ok(Some(expected)),
+        Some(_) => Ok(None),
+        None => Err(CliError::Input(format!(
+            "{EXPECT_ENV}={value:?}: expected TABLE@DATE=VERSION or TABLE@DATE=missing"
+        ))),
+    }
+}

@@ -1,0 +1,229 @@
+//! Building the next version on the head: the month manifests a commit
+//! changes, the new root, and the log entry pointing at it. Nothing here
+//! decides anything; the pipeline (`mod.rs`) creates the entry.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::NaiveDate;
+use uuid::Uuid;
+
+use super::change::{Change, PartitionChange, PendingCommit};
+use crate::error::Result;
+use crate::format::{
+    layout, month_key, DimensionFiles, LogEntry, MonthManifest, MonthRef, PartitionEntry,
+    RootManifest, RunRef, FORMAT_VERSION, RUN_RETRY_WINDOW,
+};
+use crate::snapshot::Snapshot;
+use crate::table::TableInner;
+
+/// The next version's identity: its number, the commit's id (recorded in
+/// every partition it writes) and this attempt's id (naming its manifests).
+pub(super) struct Next {
+    pub version: u64,
+    pub commit_id: Uuid,
+    pub attempt_id: Uuid,
+}
+
+/// Write the manifests of the next version; return the log entry to
+/// create and the root it points to.
+pub(super) async fn build(
+    table: &Arc<TableInner>,
+    head: &Snapshot,
+    pending: &PendingCommit,
+    next: &Next,
+) -> Result<(LogEntry, RootManifest)> {
+    let (months, replaced) = write_months(table, head, pending, next).await?;
+    let root = root(table, head, &pending.change, months, next.version)?;
+    let root_path = layout::root_manifest(next.attempt_id);
+    table.put_json(&root_path, &root).await?;
+    let entry = entry(table, head, pending, next, root_path, replaced);
+    Ok((entry, root))
+}
+
+/// Write the month manifests the change touches (each under this attempt's
+/// id, so a retry never overwrites an attempt whose outcome is unknown).
+/// Returns every month's reference and how many files the change replaced.
+async fn write_months(
+    table: &Arc<TableInner>,
+    head: &Snapshot,
+    pending: &PendingCommit,
+    next: &Next,
+) -> Result<(Vec<MonthRef>, u64)> {
+    let mut by_month: BTreeMap<String, Vec<&PartitionChange>> = BTreeMap::new();
+    for c in pending.change.partitions() {
+        by_month.entry(month_key(c.date)).or_default().push(c);
+    }
+    let mut months: BTreeMap<String, MonthRef> = head
+        .root()
+        .months
+        .iter()
+        .map(|m| (m.month.clone(), m.clone()))
+        .collect();
+    let mut replaced = 0u64;
+    let mut writes = Vec::new();
+    for (month, changes) in by_month {
+        let mut partitions: BTreeMap<NaiveDate, PartitionEntry> = match head.month(&month).await? {
+            Some(m) => m.partitions.iter().map(|p| (p.date, p.clone())).collect(),
+            None => BTreeMap::new(),
+        };
+        for c in changes {
+            let old = partitions.remove(&c.date);
+            replaced += old.as_ref().map_or(0, |p| p.files.len() as u64);
+            partitions.insert(c.date, partition(pending, next, c, old));
+        }
+        let manifest = MonthManifest {
+            month: month.clone(),
+            partitions: partitions.into_values().collect(),
+        };
+        let path = layout::month_manifest(next.attempt_id, &month);
+        months.insert(month.clone(), month_ref(month, &path, &manifest));
+        writes.push((path, manifest));
+    }
+    futures::future::try_join_all(writes.iter().map(|(path, m)| table.put_json(path, m))).await?;
+    if head.properties().mirror.is_some() {
+        // The commit's mirror entry reads these months right after.
+        for (path, m) in writes {
+            table.cache_month(path, m);
+        }
+    }
+    Ok((months.into_values().collect(), replaced))
+}
+
+/// Date `c.date`'s entry in the next version, `old` its entry at the head.
+fn partition(
+    pending: &PendingCommit,
+    next: &Next,
+    c: &PartitionChange,
+    old: Option<PartitionEntry>,
+) -> PartitionEntry {
+    if let (Some(_), Some(mut old)) = (&c.rewrite_of, old.clone()) {
+        // Same rows in new files: the partition keeps its version and run.
+        old.files = c.files.clone();
+        return old;
+    }
+    let mut earlier_runs = Vec::new();
+    if let Some(old) = old {
+        earlier_runs = old.earlier_runs;
+        if let Some(run) = old.run {
+            earlier_runs.push(RunRef {
+                run_id: run.run_id,
+                version: old.version,
+            });
+        }
+        let excess = earlier_runs.len().saturating_sub(RUN_RETRY_WINDOW);
+        earlier_runs.drain(..excess);
+    }
+    PartitionEntry {
+        date: c.date,
+        version: next.version,
+        commit_id: next.commit_id,
+        rows: c.rows,
+        schema_version: c.schema_version,
+        files: c.files.clone(),
+        run: Some(c.run.clone().unwrap_or_else(|| pending.run.clone())),
+        earlier_runs,
+    }
+}
+
+fn month_ref(month: String, path: &str, manifest: &MonthManifest) -> MonthRef {
+    MonthRef {
+        month,
+        path: path.to_string(),
+        partitions: manifest.partitions.len() as u32,
+        rows: manifest.partitions.iter().map(|p| p.rows).sum(),
+        files: manifest
+            .partitions
+            .iter()
+            .map(|p| p.files.len() as u64)
+            .sum(),
+    }
+}
+
+/// The next root: the head's, with `change` applied and `months` in place.
+fn root(
+    table: &TableInner,
+    head: &Snapshot,
+    change: &Change,
+    months: Vec<MonthRef>,
+    version: u64,
+) -> Result<RootManifest> {
+    let at_head = head.root();
+    let mut root = RootManifest {
+        format: FORMAT_VERSION,
+        schema: at_head.schema.clone(),
+        months,
+        dimension: at_head.dimension.clone(),
+        properties: at_head.properties.clone(),
+        retained_from: at_head.retained_from,
+    };
+    match change {
+        Change::Dimension(d) => {
+            root.dimension = Some(DimensionFiles {
+                version,
+                rows: d.rows,
+                files: d.files.clone(),
+            })
+        }
+        Change::Schema(s) => root.schema = head.schema().evolve(&table.name, s)?,
+        Change::Properties(p) => root.properties = p.apply(&at_head.properties, version),
+        Change::Retain { from } => root.retained_from = root.retained_from.max(*from),
+        Change::Replace(_) | Change::Publish(_) | Change::Compact(_) | Change::Vacuum { .. } => {}
+    }
+    Ok(root)
+}
+
+/// The log entry of the next version: what the commit did, in numbers.
+fn entry(
+    table: &TableInner,
+    head: &Snapshot,
+    pending: &PendingCommit,
+    next: &Next,
+    manifest: String,
+    replaced: u64,
+) -> LogEntry {
+    let partitions = pending.change.partitions();
+    let mut rows_added: u64 = partitions
+        .iter()
+        .filter(|c| c.rewrite_of.is_none())
+        .map(|c| c.rows)
+        .sum();
+    let mut files_added: u64 = partitions.iter().map(|c| c.files.len() as u64).sum();
+    let mut files_removed = replaced;
+    let (mut affected, mut schema_change) = (None, None);
+    match &pending.change {
+        Change::Dimension(d) => {
+            rows_added += d.rows;
+            files_added += d.files.len() as u64;
+            files_removed += head
+                .root()
+                .dimension
+                .as_ref()
+                .map_or(0, |d| d.files.len() as u64);
+            affected = d.affected;
+        }
+        Change::Vacuum { files_removed: n } => files_removed = *n,
+        Change::Schema(s) => schema_change = Some(s.to_string()),
+        _ => {}
+    }
+    LogEntry {
+        format: FORMAT_VERSION,
+        version: next.version,
+        commit_id: next.commit_id,
+        // Never before the head's: entries are ordered in time too.
+        timestamp_ms: table
+            .options
+            .clock
+            .now_millis()
+            .max(head.timestamp_ms() + 1),
+        operation: pending.change.operation(),
+        manifest,
+        dates: partitions.iter().map(|c| c.date).collect(),
+        rows_added,
+        files_added,
+        files_removed,
+        run: Some(pending.run.clone()),
+        affected,
+        change: schema_change,
+    }
+}
