@@ -10,8 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # name|cargo tree arguments: what `cargo build [--release]`, the README's
-# two commands, the Python module's build (maturin builds the one package)
-# and the benchmarks select.
+# two commands, the Python module's build (maturin builds the one package),
+# the benchmarks and each crate that builds DataFusion select. Not covered:
+# what changes a build without changing features (another profile, or
+# environment a build script reads).
 selections=(
   "cargo build|-e normal,build"
   "cargo run -p logbook-cli|-p logbook-cli -e normal,build"
@@ -19,6 +21,8 @@ selections=(
   "cargo build --workspace|--workspace -e normal,build"
   "maturin build (logbook-python)|-p logbook-python -e normal,build"
   "benches (logbook, dev)|-p logbook -e normal,build,dev"
+  "cargo test -p logbook-datafusion|-p logbook-datafusion -e normal,build,dev"
+  "cargo test -p logbook-flight|-p logbook-flight -e normal,build,dev"
 )
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -32,7 +36,7 @@ for entry in "${selections[@]}"; do
   # A package built for the host too (a build script's dependency) may be
   # listed twice with its two sets: one line per package, sets joined.
   cargo tree --locked "${args[@]}" --prefix none -f '{p}|{f}' \
-    | sed 's/ (\*)$//; s/ (proc-macro)$//' | sort -u \
+    | sed 's/ (\*)$//; s/ (proc-macro)|/|/' | sort -u \
     | awk -F'|' -v sel="$name" '
         FNR == NR { keep[$0] = 1; next }
         $1 in keep { sets[$1] = sets[$1] (sets[$1] == "" ? "" : " + ") "[" $2 "]" }

@@ -80,26 +80,29 @@ impl Log {
     /// Create entry `version` holding `bytes` if no entry exists there, and
     /// decide whose entry `version` is: when the store reports the entry
     /// existing (which a store retrying its own create also reports) or
-    /// gives no answer, the entry is read back and `is_ours` judges it.
+    /// gives no answer, the entry is read back and `is_ours` judges it (an
+    /// error from `is_ours`, say bytes it cannot decode, is returned: whose
+    /// entry it is stays unknown).
     ///
     /// An error means the outcome is unknown: the put gave no answer (that
-    /// error is returned) or the read-back failed. Every create of a
+    /// error is returned), the read-back failed, or `is_ours` could not
+    /// tell. Every create of a
     /// numbered entry goes through here (commits, a table's entry 0, the
     /// Delta mirror), so none can mistake its own entry for a rival's.
     pub async fn create(
         &self,
         version: u64,
         bytes: Bytes,
-        is_ours: impl Fn(&[u8]) -> bool,
+        is_ours: impl Fn(&[u8]) -> Result<bool>,
     ) -> Result<Created> {
-        let judge = |found: Bytes| match is_ours(&found) {
-            true => Created::Ours,
-            false => Created::Theirs(found),
+        let judge = |found: Bytes| match is_ours(&found)? {
+            true => Ok(Created::Ours),
+            false => Ok(Created::Theirs(found)),
         };
         match self.try_create(version, bytes).await {
             PutOutcome::Created => Ok(Created::Ours),
             PutOutcome::AlreadyExists => match self.read(version).await? {
-                Some(found) => Ok(judge(found)),
+                Some(found) => judge(found),
                 // Entries are never deleted while a writer may create them:
                 // a store contradicting itself leaves the outcome unknown.
                 None => {
@@ -114,7 +117,7 @@ impl Log {
             PutOutcome::Ambiguous(e) => {
                 tracing::warn!(path = %self.entry_path(version), error = %e, "create outcome unknown; reading the entry back");
                 match self.read(version).await {
-                    Ok(Some(found)) => Ok(judge(found)),
+                    Ok(Some(found)) => judge(found),
                     Ok(None) => Ok(Created::Absent(e)),
                     Err(_) => Err(e),
                 }
@@ -288,5 +291,37 @@ mod tests {
         assert_eq!(log.latest().await.unwrap(), Some(36));
         log.write_hint(36).await.unwrap();
         assert_eq!(log.latest().await.unwrap(), Some(36));
+    }
+
+    #[tokio::test]
+    async fn create_judges_an_existing_entry_and_an_undecidable_one_is_an_error() {
+        let log = Log::new(StorageLocation::parse("memory://").unwrap());
+        let mine = |b: &[u8]| Ok(b == b"mine");
+        assert!(matches!(
+            log.create(0, Bytes::from("mine"), mine).await,
+            Ok(Created::Ours)
+        ));
+        // Found there: ours by its content (a store retrying our own
+        // create), or another writer's, with its bytes.
+        assert!(matches!(
+            log.create(0, Bytes::from("again"), mine).await,
+            Ok(Created::Ours)
+        ));
+        let theirs = |b: &[u8]| Ok(b == b"other");
+        match log.create(0, Bytes::from("other"), theirs).await {
+            Ok(Created::Theirs(found)) => assert_eq!(found, Bytes::from("mine")),
+            other => panic!("{other:?}"),
+        }
+        // Bytes the judge cannot decode: whose entry it is stays unknown.
+        let undecodable = |_: &[u8]| {
+            Err(Error::storage(
+                "entry 0",
+                object_store::Error::Generic {
+                    store: "test",
+                    source: "cannot decode".into(),
+                },
+            ))
+        };
+        assert!(log.create(0, Bytes::from("x"), undecodable).await.is_err());
     }
 }

@@ -133,7 +133,8 @@ impl Table {
         // answer) is ours only if it carries our commit id: a store retrying
         // our own create reports it existing.
         let ours = |found: &[u8]| {
-            serde_json::from_slice::<LogEntry>(found).is_ok_and(|e| e.commit_id == commit_id)
+            let found: LogEntry = inner.decode(&layout::log_entry(0), found)?;
+            Ok(found.commit_id == commit_id)
         };
         let bytes = inner.encode(&entry)?;
         let mut attempts = 1;
@@ -537,7 +538,7 @@ impl TableInner {
         Ok(())
     }
 
-    fn decode<T: DeserializeOwned>(&self, path: &str, bytes: &[u8]) -> Result<T> {
+    pub(crate) fn decode<T: DeserializeOwned>(&self, path: &str, bytes: &[u8]) -> Result<T> {
         serde_json::from_slice(bytes).map_err(|e| Error::Corrupt {
             table: self.name.clone(),
             path: path.to_string(),

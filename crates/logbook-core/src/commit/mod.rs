@@ -20,7 +20,7 @@ pub use change::ExpectedPartition;
 pub(crate) use change::{Change, DimensionChange, PartitionChange, PendingCommit};
 
 use crate::error::{Error, Result};
-use crate::format::{LogEntry, Operation, PartitionEntry};
+use crate::format::{layout, LogEntry, Operation, PartitionEntry};
 use crate::log::Created;
 use crate::snapshot::Snapshot;
 use crate::staged_files::first_damaged;
@@ -127,7 +127,8 @@ async fn place(
         // there (reported existing, or read back after no answer) is ours
         // only if it carries our commit id.
         let ours = |found: &[u8]| {
-            serde_json::from_slice::<LogEntry>(found).is_ok_and(|e| e.commit_id == commit_id)
+            let found: LogEntry = table.decode(&layout::log_entry(next.version), found)?;
+            Ok(found.commit_id == commit_id)
         };
         match table.log.create(next.version, bytes, ours).await {
             Ok(Created::Ours) => {}

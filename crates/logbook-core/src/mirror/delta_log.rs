@@ -140,7 +140,8 @@ pub(crate) async fn create(
         serde_json::to_writer(&mut body, a).expect("actions serialise");
         body.push(b'\n');
     }
-    let ours = |found: &[u8]| check_bytes(table, d, found, entry).is_ok();
+    // Bytes that are not Delta JSON are not ours: a divergence, said below.
+    let ours = |found: &[u8]| Ok(check_bytes(table, d, found, entry).is_ok());
     match log(table).create(d, Bytes::from(body), ours).await? {
         Created::Ours => Ok(()),
         // Says why it is not ours.
