@@ -5,8 +5,10 @@
 
 use chrono::NaiveDate;
 
-/// What a caller should do about an [`Error`].
+/// What a caller should do about an [`Error`]. More kinds may come: match
+/// with a fallback that treats an unknown kind as a failure to report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// The input (data, schema, name, option) is wrong: fix it; retrying will not help.
     InvalidInput,

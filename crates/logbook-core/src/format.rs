@@ -555,7 +555,7 @@ pub fn month_key(date: NaiveDate) -> String {
 }
 
 /// Relative paths of logbook's own objects within a table.
-pub mod layout {
+pub(crate) mod layout {
     use uuid::Uuid;
 
     pub const META_DIR: &str = "_logbook";

@@ -3,23 +3,26 @@
 //! idempotently.
 //!
 //! - [`storage`]: where tables live (local path, `memory://`, `s3://`, ...).
-//! - [`log`]: the commit point, numbered log entries created with put-if-absent.
-//! - [`format`]: log entries and manifests as stored.
+//! - [`format`](mod@format): log entries and manifests as stored.
 //! - [`table`], [`snapshot`], [`writer`]: the table API.
-//! - [`commit`]: the commit pipeline (conflicts, idempotency, retry).
+//!
+//! Internal, in the order a write reaches them: `commit` (the pipeline:
+//! conflicts, idempotency, retry) and `log` (the commit point, numbered
+//! entries created with put-if-absent); `intent` (markers of running
+//! writes) beside them.
 //!
 //! No query engine here: `logbook-datafusion` builds on this crate.
 
 pub mod clock;
-pub mod commit;
+mod commit;
 pub mod dates;
 pub mod dimension;
 pub mod error;
 mod file_stats;
 pub mod format;
-pub mod intent;
+mod intent;
 pub mod lifecycle;
-pub mod log;
+mod log;
 pub mod maintenance;
 pub mod mirror;
 pub mod names;
@@ -44,6 +47,7 @@ pub use format::{
     MirrorChange, MirrorFormat, Operation, PartitionEntry, PartitionSummary, PropertiesChange,
     RunInfo, RunRef, TableProperties,
 };
+pub use intent::RunMarker;
 pub use options::TableOptions;
 pub use schema::{ColumnType, TableKind, TableSchema, VALID_FROM, VALID_TO};
 pub use snapshot::Snapshot;

@@ -152,6 +152,7 @@ fn logbook_status(e: &logbook_core::Error) -> Status {
         ErrorKind::Corrupt => Status::data_loss(msg),
         ErrorKind::Unsupported => Status::unimplemented(msg),
         ErrorKind::Transient => Status::unavailable(msg),
+        _ => Status::internal(msg),
     }
 }
 

@@ -87,6 +87,7 @@ pub(crate) fn core(e: logbook_core::Error) -> PyErr {
         ErrorKind::Corrupt => CorruptError::new_err(msg),
         ErrorKind::Unsupported => UnsupportedError::new_err(msg),
         ErrorKind::Transient => TransientError::new_err(msg),
+        _ => LogbookError::new_err(msg),
     }
 }
 

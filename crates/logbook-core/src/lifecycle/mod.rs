@@ -2,8 +2,8 @@
 //! log and the lineage every commit records (nothing extra is kept in sync).
 //!
 //! - [`state`]: the states and stale reasons, and [`status`] which computes them;
-//! - [`check`]: the integrity check that finds corrupt partitions;
-//! - [`plan`]: which dates a backfill must recompute, in which order.
+//! - [`check`](mod@check): the integrity check that finds corrupt partitions;
+//! - [`plan`](mod@plan): which dates a backfill must recompute, in which order.
 
 pub mod check;
 pub mod plan;
