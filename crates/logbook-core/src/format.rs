@@ -278,7 +278,7 @@ pub struct TableProperties {
     #[serde(default)]
     pub depends_on_previous: bool,
     /// A transaction log in another format kept beside logbook's, so that
-    /// other engines read the table (see `crate::mirror`).
+    /// other engines read the table (see the `mirror` module).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mirror: Option<Mirror>,
 }

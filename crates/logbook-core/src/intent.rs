@@ -23,7 +23,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::format::layout;
-use crate::table::TableInner;
+use crate::handle::TableInner;
+
+/// Vacuum refuses a shorter retention unless forced (one hour). A writer
+/// refreshes its marker well within it (see `PartitionWriter::heartbeat`),
+/// so vacuum never takes the files of a write that is alive.
+pub const MIN_RETENTION_MS: i64 = 60 * 60 * 1000;
 
 /// What a running write says about itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -20,6 +20,7 @@ pub mod dimension;
 pub mod error;
 mod file_stats;
 pub mod format;
+mod handle;
 mod intent;
 pub mod lifecycle;
 mod log;

@@ -19,8 +19,8 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use crate::error::{Error, Result};
 use crate::format::DataFile;
+use crate::handle::TableInner;
 use crate::schema::{Column, TableSchema};
-use crate::table::TableInner;
 
 /// Reads one Parquet object whose size is known from the manifest, so the
 /// footer costs one ranged read and no `HEAD`.

@@ -10,9 +10,9 @@ use futures::{StreamExt, TryStreamExt};
 
 use crate::error::Result;
 use crate::format::{month_key, LogEntry, MonthManifest, PartitionEntry, RootManifest};
+use crate::handle::TableInner;
 use crate::reader::{read_files, ReadOptions};
 use crate::schema::TableSchema;
-use crate::table::TableInner;
 
 /// An immutable view of a table at one version.
 #[derive(Clone)]
@@ -206,5 +206,15 @@ impl Snapshot {
     /// All rows of partition `date`, collected.
     pub async fn read_partition(&self, date: NaiveDate) -> Result<Vec<RecordBatch>> {
         self.scan_partition(date, None).await?.try_collect().await
+    }
+}
+
+impl TableInner {
+    /// The snapshot of `version` (its entry and root manifest read).
+    pub(crate) async fn snapshot(self: &Arc<Self>, version: u64) -> Result<Snapshot> {
+        let entry = self.read_entry(version).await?;
+        let root: RootManifest = self.get_json(&entry.manifest).await?;
+        self.readable_format(&entry.manifest, root.format)?;
+        Ok(Snapshot::new(self.clone(), entry, root))
     }
 }

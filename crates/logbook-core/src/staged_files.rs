@@ -14,7 +14,7 @@ use parquet::file::properties::WriterProperties;
 
 use crate::error::{Error, Result};
 use crate::format::DataFile;
-use crate::table::TableInner;
+use crate::handle::TableInner;
 
 /// Files being written under one staging directory.
 pub(crate) struct StagedFiles {

@@ -12,12 +12,11 @@ use crate::commit::{
 };
 use crate::error::{Error, Result};
 use crate::format::{layout, InputRead, RunInfo};
-use crate::intent::{self, RunMarker};
-use crate::maintenance::vacuum::MIN_RETENTION_MS;
+use crate::handle::TableInner;
+use crate::intent::{self, RunMarker, MIN_RETENTION_MS};
 use crate::snapshot::Snapshot;
-use crate::stage::StagedPartition;
+use crate::stage::record::{record, StagedPartition};
 use crate::staged_files::{delete_files, first_damaged, StagedFiles};
-use crate::table::TableInner;
 use crate::validate::conform;
 
 /// Where a partition write lands when it commits, fixed when it starts.
@@ -292,7 +291,7 @@ impl PartitionWriter {
                 schema_version: base.schema().version,
                 stage_id: None,
             };
-            let recorded = crate::stage::record(&table, &name, &partition).await;
+            let recorded = record(&table, &name, &partition).await;
             intent::clear(&table, &marker).await;
             // A failed record may still have landed (the put's outcome is
             // unknown), and then the stage references these files: they

@@ -3,7 +3,8 @@
 //! The Python package (`python/pylogbook`) is a thin layer over this module:
 //! it turns dates and pandas frames into what the module takes and gives
 //! the run a context manager. Here: one tokio runtime for the process
-//! ([`runtime`]), the error classes ([`errors`]), Arrow streams in and out
+//! ([`runtime`]), the error classes ([`errors`]), arguments and JSON results
+//! ([`convert`]), Arrow streams in and out
 //! ([`streams`]), and the three classes users hold: [`warehouse`]
 //! (`Warehouse`: tables, SQL, status, plan, log), [`table`] (`Table`:
 //! replace a partition, dimension changes, reads) and [`run`] (`Run`: a job
@@ -14,6 +15,7 @@
 
 use pyo3::prelude::*;
 
+mod convert;
 mod errors;
 mod provider;
 mod run;

@@ -7,10 +7,10 @@ use pyo3::prelude::*;
 use pyo3_arrow::input::AnyRecordBatch;
 use pyo3_arrow::{PyRecordBatchReader, PySchema};
 
+use crate::convert::{parse_date, to_json};
 use crate::errors;
 use crate::runtime::wait;
 use crate::streams;
-use crate::warehouse::{parse_date, to_json};
 
 /// One logbook table.
 #[pyclass(module = "pylogbook._native", frozen)]

@@ -4,13 +4,13 @@
 
 use std::collections::HashMap;
 
-use chrono::NaiveDate;
 use logbook_core::lifecycle::{self, Selection};
-use logbook_core::{DimensionMode, ExpectedPartition, TableProperties, TableSchema};
+use logbook_core::{ExpectedPartition, TableProperties, TableSchema};
 use logbook_datafusion::{session, QueryOptions, Run as RustRun};
 use pyo3::prelude::*;
 use pyo3_arrow::{PyRecordBatchReader, PySchema};
 
+use crate::convert::{parse_date, parse_mode, to_json};
 use crate::errors;
 use crate::run::Run;
 use crate::runtime::wait;
@@ -21,21 +21,6 @@ use crate::table::Table;
 #[pyclass(module = "pylogbook._native", frozen)]
 pub struct Warehouse {
     pub(crate) inner: logbook_core::Warehouse,
-}
-
-/// `value`, named `what`, as a date.
-pub(crate) fn parse_date(what: &str, value: &str) -> PyResult<NaiveDate> {
-    value
-        .parse()
-        .map_err(|_| errors::invalid(format!("{what} {value:?} is not a date (YYYY-MM-DD)")))
-}
-
-fn parse_mode(value: &str) -> PyResult<DimensionMode> {
-    value.parse().map_err(errors::invalid)
-}
-
-pub(crate) fn to_json(value: &impl serde::Serialize) -> PyResult<String> {
-    serde_json::to_string(value).map_err(|e| errors::LogbookError::new_err(e.to_string()))
 }
 
 #[pymethods]

@@ -21,10 +21,10 @@ pub(crate) use change::{Change, DimensionChange, PartitionChange, PendingCommit}
 
 use crate::error::{Error, Result};
 use crate::format::{layout, LogEntry, Operation, PartitionEntry};
+use crate::handle::TableInner;
 use crate::log::Created;
 use crate::snapshot::Snapshot;
 use crate::staged_files::first_damaged;
-use crate::table::TableInner;
 
 /// What a successful commit did.
 #[derive(Debug, Clone, PartialEq, Eq)]

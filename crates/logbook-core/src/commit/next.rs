@@ -14,8 +14,8 @@ use crate::format::{
     layout, month_key, DimensionFiles, LogEntry, MonthManifest, MonthRef, PartitionEntry,
     RootManifest, RunRef, FORMAT_VERSION, RUN_RETRY_WINDOW,
 };
+use crate::handle::TableInner;
 use crate::snapshot::Snapshot;
-use crate::table::TableInner;
 
 /// The next version's identity: its number, the commit's id (recorded in
 /// every partition it writes) and this attempt's id (naming its manifests).

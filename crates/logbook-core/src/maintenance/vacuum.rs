@@ -33,13 +33,13 @@ use serde::Serialize;
 use crate::commit::{commit, Change, PendingCommit};
 use crate::error::{Error, Result};
 use crate::format::{layout, RunInfo};
+use crate::handle::TableInner;
 use crate::intent;
 use crate::stage::{StageInfo, StagedPartition};
 use crate::staged_files::delete_files;
-use crate::table::{Table, TableInner};
+use crate::table::Table;
 
-/// Vacuum refuses a shorter retention unless forced (one hour).
-pub const MIN_RETENTION_MS: i64 = 60 * 60 * 1000;
+pub use crate::intent::MIN_RETENTION_MS;
 
 /// How to vacuum.
 #[derive(Debug, Clone, Copy)]

@@ -28,8 +28,8 @@ use serde_json::json;
 use super::delta_commit::{add, declaration, live_files, txn};
 use super::delta_log::{self, Action, DELTA_LOG};
 use crate::error::{Error, Result};
+use crate::handle::TableInner;
 use crate::snapshot::Snapshot;
-use crate::table::TableInner;
 
 /// Write the checkpoint of Delta version `d`, which mirrors `snapshot`.
 pub(crate) async fn write(table: &TableInner, d: u64, snapshot: &Snapshot) -> Result<()> {

@@ -9,9 +9,9 @@ use super::delta_log::{Action, Add, Remove, Txn, APP_ID};
 use super::delta_table;
 use crate::error::Result;
 use crate::format::{DataFile, Operation};
+use crate::handle::TableInner;
 use crate::schema::TableSchema;
 use crate::snapshot::Snapshot;
-use crate::table::TableInner;
 
 /// What Delta version `d - 1` holds, which the commit for `d` changes.
 pub(crate) enum Base<'a> {

@@ -12,8 +12,8 @@ use uuid::Uuid;
 use super::delta_table;
 use crate::error::{Error, Result};
 use crate::format::LogEntry;
+use crate::handle::TableInner;
 use crate::log::{Created, Log};
-use crate::table::TableInner;
 
 /// Delta's log directory: the table root is the Delta table's root.
 pub(crate) const DELTA_LOG: &str = "_delta_log";

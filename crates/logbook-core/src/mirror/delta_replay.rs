@@ -17,7 +17,7 @@ use parquet::arrow::ProjectionMask;
 
 use super::delta_log::{self, Kind};
 use crate::error::{Error, Result};
-use crate::table::TableInner;
+use crate::handle::TableInner;
 
 /// The live files (path as Delta records it, size) of Delta version `d`.
 pub(crate) async fn files_at(table: &TableInner, d: u64) -> Result<BTreeMap<String, i64>> {

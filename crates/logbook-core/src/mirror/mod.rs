@@ -47,8 +47,8 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::format::{Mirror, MirrorFormat};
+use crate::handle::TableInner;
 use crate::snapshot::Snapshot;
-use crate::table::TableInner;
 use delta_commit::Base;
 use delta_log::{Kind, CHECKPOINT_INTERVAL};
 

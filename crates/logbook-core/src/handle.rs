@@ -1,0 +1,234 @@
+//! A table handle's shared state and its I/O: the log, the options, the
+//! month-manifest cache, the highest version seen, and every JSON object
+//! and listing the table reads and writes. Everything else in core works
+//! through a `TableInner`; this module imports none of them.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::{ObjectStoreExt, PutPayload};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::format::{layout, LogEntry, MonthManifest, FORMAT_VERSION};
+use crate::log::Log;
+use crate::options::TableOptions;
+use crate::storage::StorageLocation;
+
+/// The state a [`crate::Table`] handle and its clones share.
+pub(crate) struct TableInner {
+    pub name: String,
+    pub location: StorageLocation,
+    pub log: Log,
+    pub options: TableOptions,
+    /// Highest version this handle has seen; probing starts here.
+    last_seen: AtomicU64,
+    /// Month manifests are immutable, so they are shared across versions.
+    months: Mutex<HashMap<String, Arc<MonthManifest>>>,
+    /// Set once the store was shown to honour put-if-absent.
+    probed: tokio::sync::OnceCell<()>,
+}
+
+impl TableInner {
+    pub(crate) fn new(name: &str, location: StorageLocation, options: TableOptions) -> Self {
+        Self {
+            name: name.to_string(),
+            log: Log::new(location.clone()),
+            location,
+            options,
+            last_seen: AtomicU64::new(0),
+            months: Mutex::new(HashMap::new()),
+            probed: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    pub(crate) fn exists_error(&self) -> Error {
+        Error::TableExists {
+            table: self.name.clone(),
+            location: self.location.uri().to_string(),
+        }
+    }
+
+    pub(crate) fn saw(&self, version: u64) {
+        self.last_seen.fetch_max(version, Ordering::SeqCst);
+    }
+
+    pub(crate) async fn latest_version(&self) -> Result<u64> {
+        let v = self
+            .log
+            .latest_from(self.last_seen.load(Ordering::SeqCst))
+            .await?;
+        self.saw(v);
+        Ok(v)
+    }
+
+    /// Refuse to write to a store that ignores put-if-absent (checked once
+    /// per handle, before its first commit).
+    pub(crate) async fn ensure_put_if_absent(&self) -> Result<()> {
+        self.probed
+            .get_or_try_init(|| {
+                crate::log::probe_put_if_absent(&self.location, self.options.ids.next_id())
+            })
+            .await
+            .map(|_| ())
+    }
+
+    pub(crate) async fn write_hint(&self, version: u64) {
+        if let Err(e) = self.log.write_hint(version).await {
+            tracing::warn!(table = %self.name, version, error = %e, "commit landed; updating the _last hint failed");
+        }
+    }
+
+    /// The log entries of `versions`, in order, read 16 at a time.
+    pub(crate) fn entries(
+        &self,
+        versions: std::ops::RangeInclusive<u64>,
+    ) -> impl futures::Stream<Item = Result<LogEntry>> + '_ {
+        futures::stream::iter(versions)
+            .map(|v| self.read_entry(v))
+            .buffered(16)
+    }
+
+    pub(crate) async fn read_entry(&self, version: u64) -> Result<LogEntry> {
+        let path = layout::log_entry(version);
+        let bytes = self
+            .log
+            .read(version)
+            .await?
+            .ok_or_else(|| Error::Corrupt {
+                table: self.name.clone(),
+                path: path.clone(),
+                reason: "log entry is missing".into(),
+            })?;
+        let entry: LogEntry = self.decode(&path, &bytes)?;
+        self.readable_format(&path, entry.format)?;
+        if entry.version != version {
+            return Err(Error::Corrupt {
+                table: self.name.clone(),
+                path,
+                reason: format!("entry says version {}", entry.version),
+            });
+        }
+        Ok(entry)
+    }
+
+    pub(crate) async fn month(&self, path: &str) -> Result<Arc<MonthManifest>> {
+        if let Some(m) = self.months.lock().expect("cache lock").get(path) {
+            return Ok(m.clone());
+        }
+        let m: Arc<MonthManifest> = Arc::new(self.get_json(path).await?);
+        self.months
+            .lock()
+            .expect("cache lock")
+            .insert(path.to_string(), m.clone());
+        Ok(m)
+    }
+
+    /// Remember a month manifest this handle wrote (manifests are immutable).
+    pub(crate) fn cache_month(&self, path: String, month: MonthManifest) {
+        self.months
+            .lock()
+            .expect("cache lock")
+            .insert(path, Arc::new(month));
+    }
+
+    pub(crate) fn encode<T: Serialize>(&self, value: &T) -> Result<Bytes> {
+        serde_json::to_vec(value)
+            .map(Bytes::from)
+            .map_err(|e| Error::InvalidInput {
+                table: self.name.clone(),
+                reason: format!("cannot encode metadata: {e}"),
+            })
+    }
+
+    /// Refuse metadata written by a newer format than this build reads.
+    pub(crate) fn readable_format(&self, path: &str, found: u32) -> Result<()> {
+        if found > FORMAT_VERSION {
+            return Err(Error::NewerFormat {
+                table: self.name.clone(),
+                path: path.to_string(),
+                found,
+                supported: FORMAT_VERSION,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn decode<T: DeserializeOwned>(&self, path: &str, bytes: &[u8]) -> Result<T> {
+        serde_json::from_slice(bytes).map_err(|e| Error::Corrupt {
+            table: self.name.clone(),
+            path: path.to_string(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Read a JSON object the log references: missing means corrupt.
+    pub(crate) async fn get_json<T: DeserializeOwned>(&self, relative: &str) -> Result<T> {
+        self.get_json_opt(relative)
+            .await?
+            .ok_or_else(|| Error::Corrupt {
+                table: self.name.clone(),
+                path: relative.to_string(),
+                reason: "referenced by the log but missing".into(),
+            })
+    }
+
+    /// Every object under `prefix` (relative to the table root), in one
+    /// listing; an error names the prefix.
+    pub(crate) async fn list(&self, prefix: &str) -> Result<Vec<object_store::ObjectMeta>> {
+        self.location
+            .store()
+            .list(Some(&self.location.path(prefix)))
+            .try_collect()
+            .await
+            .map_err(|e| Error::storage(prefix, e))
+    }
+
+    /// Every JSON object under `prefix`, listed once and read 16 at a time,
+    /// with its relative path and modification time (ms). An object deleted
+    /// between the listing and its read is left out (markers and stage
+    /// records come and go).
+    pub(crate) async fn list_json<T: DeserializeOwned>(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, i64, T)>> {
+        let objects = self.list(prefix).await?;
+        let read: Vec<Option<(String, i64, T)>> = futures::stream::iter(objects)
+            .map(|o| async move {
+                let path = self.location.relative(&o.location);
+                let value = self.get_json_opt::<T>(&path).await?;
+                Ok::<_, Error>(value.map(|v| (path, o.last_modified.timestamp_millis(), v)))
+            })
+            .buffered(16)
+            .try_collect()
+            .await?;
+        Ok(read.into_iter().flatten().collect())
+    }
+
+    /// Read a JSON object that may legitimately be absent (markers, stages).
+    pub(crate) async fn get_json_opt<T: DeserializeOwned>(
+        &self,
+        relative: &str,
+    ) -> Result<Option<T>> {
+        let path = self.location.path(relative);
+        match async { self.location.store().get(&path).await?.bytes().await }.await {
+            Ok(bytes) => self.decode(relative, &bytes).map(Some),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(Error::storage(&path, e)),
+        }
+    }
+
+    pub(crate) async fn put_json<T: Serialize>(&self, relative: &str, value: &T) -> Result<()> {
+        let path = self.location.path(relative);
+        self.location
+            .store()
+            .put(&path, PutPayload::from(self.encode(value)?))
+            .await
+            .map(|_| ())
+            .map_err(|e| Error::storage(&path, e))
+    }
+}
