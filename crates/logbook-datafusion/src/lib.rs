@@ -6,7 +6,7 @@
 //! - [`ffi`]: a table exported to another DataFusion build (stable FFI).
 //! - [`functions`]: `logical_date()` and friends; wall-clock refusals.
 //! - [`pit`]: point-in-time joins on validity ranges, by binary search.
-//! - [`session`]: a configured `SessionContext`.
+//! - [`session`](mod@session): a configured `SessionContext`.
 //! - [`run`]: a job run for a logical date, with lineage.
 
 pub mod catalog;

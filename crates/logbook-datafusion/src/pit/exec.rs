@@ -2,7 +2,7 @@
 //! answered by binary search in each key's sorted intervals.
 //!
 //! The interval input (the dimension) is collected once and indexed
-//! ([`IntervalIndex`]); every partition of the point input (the facts)
+//! (`IntervalIndex`); every partition of the point input (the facts)
 //! streams through it. Output columns are those of the hash join it
 //! replaces, in the same order, with the same embedded projection.
 
