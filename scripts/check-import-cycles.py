@@ -20,14 +20,58 @@ def module_of(path: str) -> str:
     return name[: -len("/mod")] if name.endswith("/mod") else name
 
 
+def segments(path: str) -> list[str]:
+    return re.findall(r"[a-z_][a-z_0-9]*", path.split(" as ")[0])
+
+
+def expand(group: str) -> list[list[str]]:
+    """The paths of a use-tree group's contents (`a::X, b::{Y, c::Z}`)."""
+    items, depth, start = [], 0, 0
+    for i, c in enumerate(group):
+        depth += (c == "{") - (c == "}")
+        if c == "," and depth == 0:
+            items.append(group[start:i])
+            start = i + 1
+    items.append(group[start:])
+    paths = []
+    for item in items:
+        if "{" in item:
+            head, _, rest = item.partition("{")
+            paths += [segments(head) + sub for sub in expand(rest[: rest.rfind("}")])]
+        elif segments(item):
+            paths.append(segments(item))
+    return paths
+
+
+def paths_in(text: str) -> list[tuple[str, list[str]]]:
+    """Every `crate::a::b` and `super::a` path in `text`, grouped imports
+    (`use crate::{a::X, b::{Y, Z}}`) expanded: (root, segments)."""
+    found = []
+    for m in re.finditer(r"\b(crate|super(?:::super)*)::", text):
+        root, rest = m.group(1), text[m.end():]
+        if rest.startswith("{"):
+            depth = 0
+            for end, c in enumerate(rest):
+                depth += (c == "{") - (c == "}")
+                if depth == 0:
+                    break
+            found += [(root, path) for path in expand(rest[1:end])]
+        else:
+            found.append((root, segments(re.match(r"[a-z_0-9:]*", rest).group(0).replace("::", " "))))
+    return found
+
+
 def cycles(src: str) -> list[list[str]]:
-    files = glob.glob("**/*.rs", root_dir=src, recursive=True)
-    modules = {module_of(f): f for f in files}
+    files = [os.path.relpath(f, src) for f in glob.glob(os.path.join(src, "**", "*.rs"), recursive=True)]
+    modules = {module_of(f.replace(os.sep, "/")): f for f in files}
     edges: dict[str, set[str]] = {m: set() for m in modules}
     for module, file in modules.items():
         text = open(os.path.join(src, file), encoding="utf-8").read()
-        for path in re.findall(r"crate::([a-z_0-9:]+)", text):
-            parts = path.split("::")
+        # `super` is the parent of the module a file is (a `mod.rs` is its
+        # directory's module).
+        for root, parts in paths_in(text):
+            base = [] if root == "crate" else module.split("/")[: -root.count("super")]
+            parts = base + parts
             for i in range(len(parts), 0, -1):
                 target = "/".join(parts[:i])
                 if target in modules:

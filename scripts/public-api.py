@@ -4,8 +4,8 @@ in under `public-api/` so that an API change shows in review: CI fails when
 the listing it generates differs from the checked-in one.
 
 Each line is a path and its kind: modules' public items, re-exports,
-public struct fields, enum variants and inherent methods (names only, not
-signatures). Built from rustdoc's JSON output, which is unstable in
+named public struct fields, enum variants and inherent methods (names
+only: not signatures, trait impls, tuple fields or glob re-exports). Built from rustdoc's JSON output, which is unstable in
 rustdoc: `RUSTC_BOOTSTRAP=1` enables it on the stable toolchain, and the
 format version this script reads is checked.
 
@@ -20,7 +20,9 @@ import subprocess
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-CRATES = ["logbook-core", "logbook-datafusion"]
+CRATES = ["logbook-core", "logbook-datafusion", "logbook-flight"]
+# The rustdoc JSON format this script reads (rustdoc's `format_version`).
+FORMAT = 57
 
 
 def kind_of(item: dict) -> str:
@@ -95,8 +97,11 @@ def listing(doc: dict) -> list[str]:
 
 
 def generate(crate: str) -> list[str]:
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-    env = dict(os.environ, RUSTC_BOOTSTRAP="1")
+    # A target directory of its own: with RUSTC_BOOTSTRAP set, cargo
+    # rebuilds what it builds, and sharing the main one would make the next
+    # plain build check DataFusion again.
+    target = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "public-api")
+    env = dict(os.environ, RUSTC_BOOTSTRAP="1", CARGO_TARGET_DIR=target)
     subprocess.run(
         ["cargo", "rustdoc", "-q", "-p", crate, "--lib", "--locked", "--",
          "-Z", "unstable-options", "--output-format", "json"],
@@ -104,6 +109,11 @@ def generate(crate: str) -> list[str]:
     )
     with open(os.path.join(target, "doc", crate.replace("-", "_") + ".json"), encoding="utf-8") as f:
         doc = json.load(f)
+    if doc.get("format_version") != FORMAT:
+        sys.exit(
+            f"public-api: rustdoc wrote JSON format {doc.get('format_version')}, this script reads "
+            f"{FORMAT}: check what changed in rustdoc's format, update FORMAT and the script"
+        )
     return [f"{line}\n" for line in listing(doc)]
 
 

@@ -306,7 +306,12 @@ async fn time_travel_with_snapshot_and_pinned_versions() {
                 ..Default::default()
             };
             let ctx = session(&wh, opts, None).await.unwrap();
-            let rows = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+            let rows = logbook::query::sql(&ctx, sql)
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
             rows[0]
                 .column(0)
                 .as_primitive::<arrow_array::types::Int64Type>()
@@ -339,16 +344,14 @@ async fn time_travel_with_snapshot_and_pinned_versions() {
         1
     );
     let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
-    let err = ctx
-        .sql("SELECT * FROM snapshot('orders', 99)")
+    let err = logbook::query::sql(&ctx, "SELECT * FROM snapshot('orders', 99)")
         .await
         .unwrap()
         .collect()
         .await
         .unwrap_err();
     assert!(err.to_string().contains("version 99"), "{err}");
-    let err = ctx
-        .sql("SELECT * FROM asof('nope', DATE '2026-01-01')")
+    let err = logbook::query::sql(&ctx, "SELECT * FROM asof('nope', DATE '2026-01-01')")
         .await
         .unwrap_err();
     assert!(err.to_string().contains("no table \"nope\""), "{err}");
@@ -431,10 +434,11 @@ async fn a_job_that_computes_its_own_batches_records_the_same_lineage() {
     );
 }
 
-/// A session opens the warehouse's tables concurrently: on an object store
-/// each open is a few round trips, which should not add up table by table.
+/// The tables a query names are opened concurrently before planning: on an
+/// object store each open is a few round trips, which should not add up
+/// table by table (DataFusion's planner opens them one after another).
 #[tokio::test]
-async fn a_session_opens_its_tables_concurrently() {
+async fn the_tables_a_query_names_are_opened_concurrently() {
     let store = Arc::new(
         FaultStore::new(Arc::new(InMemory::new())).with_delays(std::time::Duration::from_millis(2)),
     );
@@ -447,12 +451,13 @@ async fn a_session_opens_its_tables_concurrently() {
         let schema = TableSchema::parse_spec(&name, SPEC, "date").unwrap();
         wh.create_table(&name, schema).await.unwrap();
     }
-    store.take_max_in_flight();
     let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
-    assert!(store.take_max_in_flight() > 1);
-    // Every table is there, by name.
-    let n = ctx
-        .sql("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'")
+    store.take_max_in_flight();
+    let tables: Vec<String> = (0..8)
+        .map(|i| format!("SELECT count(*) AS n FROM t{i:02}"))
+        .collect();
+    let query = format!("SELECT sum(n) FROM ({})", tables.join(" UNION ALL "));
+    let n = logbook::query::sql(&ctx, &query)
         .await
         .unwrap()
         .collect()
@@ -461,7 +466,22 @@ async fn a_session_opens_its_tables_concurrently() {
         .column(0)
         .as_primitive::<arrow_array::types::Int64Type>()
         .value(0);
-    assert_eq!(n, 20);
+    assert_eq!(n, 0);
+    assert!(store.take_max_in_flight() > 1);
+    // Every table is there, by name.
+    let listed = logbook::query::sql(
+        &ctx,
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
+    )
+    .await
+    .unwrap()
+    .collect()
+    .await
+    .unwrap()[0]
+        .column(0)
+        .as_primitive::<arrow_array::types::Int64Type>()
+        .value(0);
+    assert_eq!(listed, 20);
 }
 
 #[tokio::test]
@@ -503,4 +523,58 @@ async fn volatile_functions_are_refused_in_a_run_also_through_the_dataframe_api(
         assert!(err.contains("logical_date()"), "{err}");
     }
     rc.writer.abort().await.unwrap();
+}
+
+/// A session opens only the tables a query names, when planning needs
+/// them: `SELECT 1` reads no table's metadata, a query over `orders` reads
+/// only `orders`' (whatever else the warehouse holds), and a table function
+/// opens its table before planning (`logbook::query::sql`).
+#[tokio::test]
+async fn a_session_opens_only_the_tables_a_query_names() {
+    let (wh, store) = world().await;
+    assert!(wh.list_tables().await.unwrap().len() > 2);
+    let tables_read = |reads: Vec<String>| {
+        let mut tables: Vec<String> = reads
+            .iter()
+            .filter_map(|p| p.strip_prefix("wh/")?.split('/').next().map(str::to_string))
+            .collect();
+        tables.sort();
+        tables.dedup();
+        tables
+    };
+    store.take_reads();
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    logbook::query::sql(&ctx, "SELECT 1")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(tables_read(store.take_reads()), Vec::<String>::new());
+
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    logbook::query::sql(&ctx, "SELECT count(*) FROM orders")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(tables_read(store.take_reads()), vec!["orders".to_string()]);
+
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    let q = "SELECT count(*) FROM asof('customers', DATE '2026-03-15')";
+    logbook::query::sql(&ctx, q)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        tables_read(store.take_reads()),
+        vec!["customers".to_string()]
+    );
+    // Planned without opening its table first, a table function says how.
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    let err = ctx.sql(q).await.unwrap_err();
+    assert!(err.to_string().contains("logbook_datafusion::sql"), "{err}");
 }

@@ -174,14 +174,15 @@ async fn asof_inside_a_pinned_run_reads_the_pinned_version() {
         .start()
         .await
         .unwrap();
-    let batches = rc
-        .ctx
-        .sql("SELECT region FROM asof('customers', DATE '2026-03-25') WHERE customer = 'c-17'")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    let batches = logbook::query::sql(
+        &rc.ctx,
+        "SELECT region FROM asof('customers', DATE '2026-03-25') WHERE customer = 'c-17'",
+    )
+    .await
+    .unwrap()
+    .collect()
+    .await
+    .unwrap();
     let regions = logbook::query::datafusion::arrow::util::pretty::pretty_format_batches(&batches)
         .unwrap()
         .to_string();

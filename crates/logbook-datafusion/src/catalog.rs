@@ -1,8 +1,9 @@
-//! A warehouse as a DataFusion schema: every table by name, plus the
-//! `asof()` and `snapshot()` table functions.
+//! A warehouse as a DataFusion schema: every table by name, opened when a
+//! query first names it, plus the `asof()` and `snapshot()` table
+//! functions.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::NaiveDate;
@@ -10,14 +11,11 @@ use datafusion::catalog::{SchemaProvider, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{plan_err, DataFusionError, Result, ScalarValue};
 use datafusion::datasource::TableProvider;
 use datafusion::logical_expr::Expr;
-use futures::{StreamExt, TryStreamExt};
 use logbook_core::{DimensionMode, Table, TableSchema, Warehouse};
+use tokio::sync::OnceCell;
 
 use crate::lineage::Lineage;
 use crate::provider::{DimensionView, LogbookTableProvider};
-
-/// Tables opened at once when a session starts.
-const OPEN_CONCURRENCY: usize = 16;
 
 /// How tables resolve in one session.
 #[derive(Debug, Clone, Default)]
@@ -30,58 +28,91 @@ pub struct QueryOptions {
     pub pins: HashMap<String, u64>,
 }
 
-/// The tables of a warehouse, opened once when the session starts.
+/// A table as this session sees it: the handle and the schema of the
+/// version it reads.
+type Opened = (Table, TableSchema);
+
+/// The tables of a warehouse, each opened when planning first needs it.
+///
+/// A session lists the warehouse's table names once (one `LIST`) and opens
+/// a table (its head, its root manifest) only when a query names it, once
+/// per session: a query over one table of a thousand opens one. Tables a
+/// table function names (`asof('customers', ...)`) are opened by
+/// `session::sql()` before planning, since DataFusion plans table
+/// functions synchronously.
 #[derive(Debug)]
 pub struct WarehouseSchema {
-    tables: BTreeMap<String, (Table, TableSchema)>,
+    warehouse: Warehouse,
+    names: BTreeSet<String>,
+    opened: Mutex<HashMap<String, Arc<OnceCell<Opened>>>>,
     options: QueryOptions,
     lineage: Option<Arc<Lineage>>,
 }
 
 impl WarehouseSchema {
-    /// Open every table of `warehouse`.
+    /// The tables of `warehouse`, listed, none opened yet.
     pub async fn open(
         warehouse: &Warehouse,
         options: QueryOptions,
         lineage: Option<Arc<Lineage>>,
     ) -> logbook_core::Result<Self> {
-        // Opened concurrently: on an object store each open is a few round
-        // trips, and a session over N tables should not wait for N in a row.
-        let pins = &options.pins;
-        let tables: BTreeMap<String, (Table, TableSchema)> =
-            futures::stream::iter(warehouse.list_tables().await?)
-                .map(|name| async move {
-                    let table = warehouse.table(&name).await?;
-                    let schema = match pins.get(&name) {
-                        Some(v) => table.at_version(*v).await?.schema().clone(),
-                        None => table.latest().await?.schema().clone(),
-                    };
-                    Ok::<_, logbook_core::Error>((name, (table, schema)))
-                })
-                .buffer_unordered(OPEN_CONCURRENCY)
-                .try_collect()
-                .await?;
-        if let Some(missing) = options.pins.keys().find(|t| !tables.contains_key(*t)) {
+        let names: BTreeSet<String> = warehouse.list_tables().await?.into_iter().collect();
+        if let Some(missing) = options.pins.keys().find(|t| !names.contains(*t)) {
             return Err(logbook_core::Error::TableNotFound {
                 table: missing.clone(),
                 location: warehouse.location().uri().to_string(),
             });
         }
         Ok(Self {
-            tables,
+            warehouse: warehouse.clone(),
+            names,
+            opened: Mutex::new(HashMap::new()),
             options,
             lineage,
         })
     }
 
-    /// The provider for `name` as this session sees it.
-    pub fn provider(&self, name: &str) -> Option<LogbookTableProvider> {
-        let (table, schema) = self.tables.get(name)?;
-        let mut p = LogbookTableProvider::new(
-            table.clone(),
-            schema.clone(),
-            self.options.pins.get(name).copied(),
-        );
+    /// Table `name` as this session sees it, opened on first use (`None`:
+    /// no such table).
+    pub async fn resolve(&self, name: &str) -> logbook_core::Result<Option<Opened>> {
+        if !self.names.contains(name) {
+            return Ok(None);
+        }
+        let cell = self
+            .opened
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(name.to_string())
+            .or_default()
+            .clone();
+        let opened = cell
+            .get_or_try_init(|| async {
+                let table = self.warehouse.table(name).await?;
+                let schema = match self.options.pins.get(name) {
+                    Some(v) => table.at_version(*v).await?.schema().clone(),
+                    None => table.latest().await?.schema().clone(),
+                };
+                Ok::<_, logbook_core::Error>((table, schema))
+            })
+            .await?;
+        Ok(Some(opened.clone()))
+    }
+
+    /// The tables opened so far (tests count them).
+    pub fn opened(&self) -> Vec<String> {
+        let opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
+        let mut names: Vec<String> = opened
+            .iter()
+            .filter(|(_, cell)| cell.initialized())
+            .map(|(name, _)| name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The provider for `name` as this session sees it, once opened.
+    fn provider(&self, (table, schema): Opened, name: &str) -> LogbookTableProvider {
+        let mut p = LogbookTableProvider::new(table, schema, self.options.pins.get(name).copied());
         if let Some(date) = self.options.logical_date {
             p = p.with_view(
                 match self.options.dimensions.unwrap_or(DimensionMode::AsOf) {
@@ -90,7 +121,7 @@ impl WarehouseSchema {
                 },
             );
         }
-        Some(self.recorded(p))
+        self.recorded(p)
     }
 
     /// `p`, recording its scans into this session's lineage (if any).
@@ -101,12 +132,20 @@ impl WarehouseSchema {
         }
     }
 
-    fn known(&self, name: &str) -> Result<(Table, TableSchema)> {
-        match self.tables.get(name) {
+    /// Table `name` for a table function `f`, which plans synchronously:
+    /// it must have been opened before planning.
+    fn known(&self, f: &str, name: &str) -> Result<Opened> {
+        if !self.names.contains(name) {
+            return plan_err!(
+                "no table {name:?} in the warehouse (tables: {})",
+                self.names.iter().cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+        let opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
+        match opened.get(name).and_then(|cell| cell.get()) {
             Some(t) => Ok(t.clone()),
             None => plan_err!(
-                "no table {name:?} in the warehouse (tables: {})",
-                self.tables.keys().cloned().collect::<Vec<_>>().join(", ")
+                "{f}(): table {name} was not opened before planning; run queries through logbook_datafusion::sql(), which opens the tables table functions name"
             ),
         }
     }
@@ -115,17 +154,19 @@ impl WarehouseSchema {
 #[async_trait]
 impl SchemaProvider for WarehouseSchema {
     fn table_names(&self) -> Vec<String> {
-        self.tables.keys().cloned().collect()
+        self.names.iter().cloned().collect()
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
-        Ok(self
-            .provider(name)
-            .map(|p| Arc::new(p) as Arc<dyn TableProvider>))
+        let opened = self
+            .resolve(name)
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        Ok(opened.map(|t| Arc::new(self.provider(t, name)) as Arc<dyn TableProvider>))
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.tables.contains_key(name)
+        self.names.contains(name)
     }
 }
 
@@ -154,7 +195,7 @@ impl TableFunctionImpl for AsOfFunction {
             },
             _ => return plan_err!("asof(): argument 2 must be a date, e.g. DATE '2026-03-15'"),
         };
-        let (table, schema) = self.0.known(&name)?;
+        let (table, schema) = self.0.known("asof", &name)?;
         if schema.keys().is_none() {
             return plan_err!(
                 "asof(): table {name} is not a dimension; use snapshot() for time travel"
@@ -179,7 +220,7 @@ impl TableFunctionImpl for SnapshotFunction {
             Some(Expr::Literal(ScalarValue::Int64(Some(v)), _)) if *v >= 0 => *v as u64,
             _ => return plan_err!("snapshot(): argument 2 must be a version number"),
         };
-        let (table, schema) = self.0.known(&name)?;
+        let (table, schema) = self.0.known("snapshot", &name)?;
         let p = LogbookTableProvider::new(table, schema, Some(version));
         Ok(Arc::new(self.0.recorded(p)))
     }

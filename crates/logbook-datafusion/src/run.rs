@@ -181,7 +181,7 @@ impl Run {
         let mut rc = self.start().await?;
         rc.writer.record_query(query);
         let result = async {
-            let df = rc.ctx.sql(query).await?;
+            let df = crate::session::sql(&rc.ctx, query).await?;
             let mut stream = df.execute_stream().await?;
             while let Some(batch) = stream.try_next().await? {
                 rc.writer.write(&batch).await?;

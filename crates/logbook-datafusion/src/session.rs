@@ -2,9 +2,19 @@
 
 use std::sync::Arc;
 
+use std::collections::BTreeSet;
+use std::ops::ControlFlow;
+
+use futures::{StreamExt, TryStreamExt};
+
+use datafusion::dataframe::DataFrame;
 use datafusion::execution::context::SessionContext;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::SessionConfig;
+use datafusion::sql::parser::Statement;
+use datafusion::sql::sqlparser::ast::{
+    Expr, FunctionArg, FunctionArgExpr, TableFactor, Value, Visit, Visitor,
+};
 use logbook_core::Warehouse;
 
 use crate::catalog::{AsOfFunction, QueryOptions, SnapshotFunction, WarehouseSchema};
@@ -70,4 +80,87 @@ pub async fn session(
         }
     }
     Ok(ctx)
+}
+
+/// Plan and run `query` in `ctx` (a [`session`]): [`prepare`], then
+/// DataFusion's `ctx.sql`. Every logbook entry point runs SQL through here.
+pub async fn sql(ctx: &SessionContext, query: &str) -> Result<DataFrame, QueryError> {
+    prepare(ctx, query).await?;
+    Ok(ctx.sql(query).await?)
+}
+
+/// Open, before planning, the tables `query` names, concurrently (on an
+/// object store each open is a few round trips; DataFusion's planner opens
+/// the tables it meets one after another), including those its table
+/// functions name (`asof('customers', ...)`, `snapshot('orders', 12)`),
+/// which DataFusion plans synchronously. A query that does not parse is
+/// left to the planner to report.
+pub async fn prepare(ctx: &SessionContext, query: &str) -> Result<(), QueryError> {
+    let Some(schema) = ctx.catalog("logbook").and_then(|c| c.schema("public")) else {
+        return Ok(());
+    };
+    let Some(schema) = schema.downcast_ref::<WarehouseSchema>() else {
+        return Ok(());
+    };
+    let state = ctx.state();
+    let dialect = state.config().options().sql_parser.dialect;
+    let Ok(statement) = state.sql_to_statement(query, &dialect) else {
+        return Ok(());
+    };
+    let mut named = NamedTables::default();
+    let _ = match &statement {
+        Statement::Statement(s) => s.visit(&mut named),
+        Statement::Explain(e) => match e.statement.as_ref() {
+            Statement::Statement(s) => s.visit(&mut named),
+            _ => ControlFlow::Continue(()),
+        },
+        _ => ControlFlow::Continue(()),
+    };
+    let names: BTreeSet<String> = named.0.into_iter().collect();
+    futures::stream::iter(names)
+        .map(|name| async move { schema.resolve(&name).await })
+        .buffer_unordered(OPEN_CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(())
+}
+
+/// Tables opened at once before planning.
+const OPEN_CONCURRENCY: usize = 16;
+
+/// The tables a query may read: relation names (the last part of
+/// `logbook.public.t`; a CTE's name is not a table and resolves to none),
+/// and the table names `asof(...)` and `snapshot(...)` calls give as their
+/// first argument.
+#[derive(Default)]
+struct NamedTables(Vec<String>);
+
+impl Visitor for NamedTables {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Table { name, args, .. } = factor {
+            let Some(args) = args else {
+                if let Some(last) = name.0.last().and_then(|part| part.as_ident()) {
+                    // Unquoted names are lowercased, as DataFusion's planner does.
+                    self.0.push(match last.quote_style {
+                        Some(_) => last.value.clone(),
+                        None => last.value.to_lowercase(),
+                    });
+                }
+                return ControlFlow::Continue(());
+            };
+            let function = name.to_string().to_ascii_lowercase();
+            if function == "asof" || function == "snapshot" {
+                if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))) =
+                    args.args.first()
+                {
+                    if let Value::SingleQuotedString(table) = &v.value {
+                        self.0.push(table.clone());
+                    }
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
 }

@@ -14,7 +14,7 @@
 //! - [`metadata`]: catalogs, schemas, tables, table types, SQL info.
 //! - [`results`]: streaming with a row limit and a log line per query.
 //! - [`auth`]: the bearer token.
-//! - [`service`]: the protocol calls, mapped onto the above.
+//! - [`service`](mod@service): the protocol calls, mapped onto the above.
 //!
 //! ```no_run
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -52,6 +52,9 @@ pub async fn plan(
     let ctx = session(warehouse, settings.query_options()?, None)
         .await
         .map_err(query_status)?;
+    logbook_datafusion::prepare(&ctx, sql)
+        .await
+        .map_err(query_status)?;
     let state = ctx.state();
     let plan = state
         .create_logical_plan(sql)

@@ -68,10 +68,10 @@ impl Run {
             rc.writer.record_query(query);
             let ctx = rc.ctx.clone();
             let stream = wait(py, move || async move {
-                let df = ctx.sql(query).await?;
-                df.execute_stream().await
+                let df = logbook_datafusion::sql(&ctx, query).await?;
+                Ok::<_, logbook_datafusion::QueryError>(df.execute_stream().await?)
             })
-            .map_err(errors::sql)?;
+            .map_err(errors::query)?;
             Ok(streams::export(stream))
         })
     }

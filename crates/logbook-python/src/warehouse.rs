@@ -128,7 +128,7 @@ impl Warehouse {
         };
         let stream = wait(py, || async {
             let ctx = session(&self.inner, options, None).await?;
-            let df = ctx.sql(query).await?;
+            let df = logbook_datafusion::sql(&ctx, query).await?;
             Ok::<_, logbook_datafusion::QueryError>(df.execute_stream().await?)
         })
         .map_err(errors::query)?;

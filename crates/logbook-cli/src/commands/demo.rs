@@ -228,10 +228,9 @@ async fn compare(warehouse: &Warehouse, nightly_version: u64) -> Result<(), CliE
     ];
     let mut grid: BTreeMap<(NaiveDate, String), [Option<f64>; 3]> = BTreeMap::new();
     for (i, sql) in sources.iter().enumerate() {
-        let batches = ctx
-            .sql(sql)
+        let batches = logbook_datafusion::sql(&ctx, sql)
             .await
-            .map_err(|e| query_err(e.into()))?
+            .map_err(query_err)?
             .collect()
             .await
             .map_err(|e| query_err(e.into()))?;

@@ -51,10 +51,9 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         pins: args.versions.into_iter().collect::<HashMap<_, _>>(),
     };
     let ctx = session(warehouse, options, None).await.map_err(query_err)?;
-    let df = ctx
-        .sql(&args.query)
+    let df = logbook_datafusion::sql(&ctx, &args.query)
         .await
-        .map_err(|e| query_err(e.into()))?;
+        .map_err(query_err)?;
     let schema = df.schema().as_arrow().clone();
     let batches: Vec<RecordBatch> = df
         .execute_stream()
