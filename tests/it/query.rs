@@ -451,6 +451,10 @@ async fn the_tables_a_query_names_are_opened_concurrently() {
         let schema = TableSchema::parse_spec(&name, SPEC, "date").unwrap();
         wh.create_table(&name, schema).await.unwrap();
     }
+    // A directory that holds no table is not one.
+    use object_store::ObjectStoreExt;
+    let stray = object_store::path::Path::from("wh/stray/readme.txt");
+    store.put(&stray, "not a table".into()).await.unwrap();
     let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
     store.take_max_in_flight();
     let tables: Vec<String> = (0..8)
@@ -482,6 +486,11 @@ async fn the_tables_a_query_names_are_opened_concurrently() {
         .as_primitive::<arrow_array::types::Int64Type>()
         .value(0);
     assert_eq!(listed, 20);
+    let err = logbook::query::sql(&ctx, "SELECT * FROM stray")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("stray"), "{err}");
+    assert_eq!(wh.list_tables().await.unwrap().len(), 20);
 }
 
 #[tokio::test]

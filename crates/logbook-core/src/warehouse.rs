@@ -1,6 +1,6 @@
 //! A warehouse: a root holding tables by name (`<warehouse>/<table>/`).
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 
 use crate::error::{Error, Result};
@@ -89,8 +89,34 @@ impl Warehouse {
         Table::open(self.location.child(name)?, name, self.options.clone()).await
     }
 
-    /// Names of the tables in the warehouse, sorted.
+    /// Names of the tables in the warehouse, sorted: the directories of
+    /// [`Warehouse::list_table_dirs`] that hold a log (checked 16 at a time).
     pub async fn list_tables(&self) -> Result<Vec<String>> {
+        let dirs = self.list_table_dirs().await?;
+        let checked: Vec<Option<String>> = futures::stream::iter(dirs)
+            .map(|name| async move {
+                let Ok(table) = self.location.child(&name) else {
+                    return Ok(None);
+                };
+                let log_dir = table.path(layout::LOG_DIR);
+                let mut entries = table.store().list(Some(&log_dir));
+                let first = entries
+                    .try_next()
+                    .await
+                    .map_err(|e| Error::storage(&log_dir, e))?;
+                Ok::<_, Error>(first.map(|_| name))
+            })
+            .buffered(16)
+            .try_collect()
+            .await?;
+        Ok(checked.into_iter().flatten().collect())
+    }
+
+    /// The directories at the warehouse's root, sorted, from one listing:
+    /// every table, and any other directory there (opening one that holds
+    /// no table fails with `TableNotFound`). For a caller that opens only
+    /// the few tables it needs, one `LIST` instead of one per table.
+    pub async fn list_table_dirs(&self) -> Result<Vec<String>> {
         let root = self.location.path("");
         let prefix = (!root.as_ref().is_empty()).then_some(&root);
         let listing = self
@@ -99,24 +125,11 @@ impl Warehouse {
             .list_with_delimiter(prefix)
             .await
             .map_err(|e| Error::storage(self.location.uri(), e))?;
-        let mut names = Vec::new();
-        for dir in listing.common_prefixes {
-            let Some(name) = dir.filename().map(str::to_string) else {
-                continue;
-            };
-            let table = self.location.child(&name);
-            let Ok(table) = table else { continue };
-            let log_dir = table.path(layout::LOG_DIR);
-            let mut entries = table.store().list(Some(&log_dir));
-            if entries
-                .try_next()
-                .await
-                .map_err(|e| Error::storage(&log_dir, e))?
-                .is_some()
-            {
-                names.push(name);
-            }
-        }
+        let mut names: Vec<String> = listing
+            .common_prefixes
+            .iter()
+            .filter_map(|dir| dir.filename().map(str::to_string))
+            .collect();
         names.sort();
         Ok(names)
     }

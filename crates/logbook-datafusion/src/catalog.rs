@@ -50,30 +50,34 @@ pub struct WarehouseSchema {
 }
 
 impl WarehouseSchema {
-    /// The tables of `warehouse`, listed, none opened yet.
+    /// The tables of `warehouse`, listed (one `LIST`), none opened yet but
+    /// the pinned ones (a pin to a missing table or version fails here).
     pub async fn open(
         warehouse: &Warehouse,
         options: QueryOptions,
         lineage: Option<Arc<Lineage>>,
     ) -> logbook_core::Result<Self> {
-        let names: BTreeSet<String> = warehouse.list_tables().await?.into_iter().collect();
-        if let Some(missing) = options.pins.keys().find(|t| !names.contains(*t)) {
-            return Err(logbook_core::Error::TableNotFound {
-                table: missing.clone(),
-                location: warehouse.location().uri().to_string(),
-            });
-        }
-        Ok(Self {
+        let names: BTreeSet<String> = warehouse.list_table_dirs().await?.into_iter().collect();
+        let schema = Self {
             warehouse: warehouse.clone(),
             names,
             opened: Mutex::new(HashMap::new()),
             options,
             lineage,
-        })
+        };
+        for pinned in schema.options.pins.keys() {
+            if schema.resolve(pinned).await?.is_none() {
+                return Err(logbook_core::Error::TableNotFound {
+                    table: pinned.clone(),
+                    location: warehouse.location().uri().to_string(),
+                });
+            }
+        }
+        Ok(schema)
     }
 
     /// Table `name` as this session sees it, opened on first use (`None`:
-    /// no such table).
+    /// no such table, including a directory at the root holding none).
     pub async fn resolve(&self, name: &str) -> logbook_core::Result<Option<Opened>> {
         if !self.names.contains(name) {
             return Ok(None);
@@ -94,8 +98,13 @@ impl WarehouseSchema {
                 };
                 Ok::<_, logbook_core::Error>((table, schema))
             })
-            .await?;
-        Ok(Some(opened.clone()))
+            .await;
+        match opened {
+            Ok(opened) => Ok(Some(opened.clone())),
+            // A directory at the warehouse's root that holds no table.
+            Err(logbook_core::Error::TableNotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The tables opened so far (tests count them).
