@@ -453,8 +453,10 @@ async fn the_tables_a_query_names_are_opened_concurrently() {
     }
     // A directory that holds no table is not one.
     use object_store::ObjectStoreExt;
-    let stray = object_store::path::Path::from("wh/stray/readme.txt");
-    store.put(&stray, "not a table".into()).await.unwrap();
+    for stray in ["wh/stray/readme.txt", "wh/_tmp/part-0"] {
+        let stray = object_store::path::Path::from(stray);
+        store.put(&stray, "not a table".into()).await.unwrap();
+    }
     let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
     store.take_max_in_flight();
     let tables: Vec<String> = (0..8)
@@ -486,6 +488,17 @@ async fn the_tables_a_query_names_are_opened_concurrently() {
         .as_primitive::<arrow_array::types::Int64Type>()
         .value(0);
     assert_eq!(listed, 20);
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    let shown: usize = logbook::query::sql(&ctx, "SHOW TABLES")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap()
+        .iter()
+        .map(|b| b.num_rows())
+        .sum();
+    assert!(shown >= 20, "{shown}");
     let err = logbook::query::sql(&ctx, "SELECT * FROM stray")
         .await
         .unwrap_err();
@@ -569,6 +582,17 @@ async fn a_session_opens_only_the_tables_a_query_names() {
         .await
         .unwrap();
     assert_eq!(tables_read(store.take_reads()), vec!["orders".to_string()]);
+
+    // A CTE's name is not a table, even when a table has it.
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    let q = "WITH orders AS (SELECT 1 AS x) SELECT * FROM orders";
+    logbook::query::sql(&ctx, q)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(tables_read(store.take_reads()), Vec::<String>::new());
 
     let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
     let q = "SELECT count(*) FROM asof('customers', DATE '2026-03-15')";

@@ -11,6 +11,7 @@ use datafusion::catalog::{SchemaProvider, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{plan_err, DataFusionError, Result, ScalarValue};
 use datafusion::datasource::TableProvider;
 use datafusion::logical_expr::Expr;
+use futures::{StreamExt, TryStreamExt};
 use logbook_core::{DimensionMode, Table, TableSchema, Warehouse};
 use tokio::sync::OnceCell;
 
@@ -34,33 +35,39 @@ type Opened = (Table, TableSchema);
 
 /// The tables of a warehouse, each opened when planning first needs it.
 ///
-/// A session lists the warehouse's table names once (one `LIST`) and opens
-/// a table (its head, its root manifest) only when a query names it, once
-/// per session: a query over one table of a thousand opens one. Tables a
-/// table function names (`asof('customers', ...)`) are opened by
-/// `session::sql()` before planning, since DataFusion plans table
-/// functions synchronously.
+/// A session opens a table (its head, its root manifest) only when a query
+/// names it, once per session: a query over one table of a thousand opens
+/// one, and lists nothing. The warehouse's table names are listed only for
+/// what needs them all ([`WarehouseSchema::list`]: `SHOW TABLES`,
+/// `information_schema`, Flight's `GetTables`); until then
+/// `table_names()` gives the tables opened so far. Tables a table function
+/// names (`asof('customers', ...)`) are opened by `session::sql()` before
+/// planning, since DataFusion plans table functions synchronously.
 #[derive(Debug)]
 pub struct WarehouseSchema {
     warehouse: Warehouse,
-    names: BTreeSet<String>,
+    listed: OnceCell<BTreeSet<String>>,
+    /// Every name resolved so far; a cell left empty: no such table.
     opened: Mutex<HashMap<String, Arc<OnceCell<Opened>>>>,
+    /// Names a query uses only as table functions (`asof`): DataFusion's
+    /// planner looks them up as tables too, and they need no round trip.
+    functions: Mutex<BTreeSet<String>>,
     options: QueryOptions,
     lineage: Option<Arc<Lineage>>,
 }
 
 impl WarehouseSchema {
-    /// The tables of `warehouse`, listed (one `LIST`), none opened yet but
-    /// the pinned ones (a pin to a missing table or version fails here).
+    /// The tables of `warehouse`, none opened yet but the pinned ones (a
+    /// pin to a missing table or version fails here).
     pub async fn open(
         warehouse: &Warehouse,
         options: QueryOptions,
         lineage: Option<Arc<Lineage>>,
     ) -> logbook_core::Result<Self> {
-        let names: BTreeSet<String> = warehouse.list_table_dirs().await?.into_iter().collect();
         let schema = Self {
             warehouse: warehouse.clone(),
-            names,
+            listed: OnceCell::new(),
+            functions: Mutex::new(BTreeSet::new()),
             opened: Mutex::new(HashMap::new()),
             options,
             lineage,
@@ -79,7 +86,16 @@ impl WarehouseSchema {
     /// Table `name` as this session sees it, opened on first use (`None`:
     /// no such table, including a directory at the root holding none).
     pub async fn resolve(&self, name: &str) -> logbook_core::Result<Option<Opened>> {
-        if !self.names.contains(name) {
+        // A name no table can have (a CTE's, say) is no table.
+        if logbook_core::names::validate_table_name(name).is_err() {
+            return Ok(None);
+        }
+        if self
+            .functions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(name)
+        {
             return Ok(None);
         }
         let cell = self
@@ -105,6 +121,30 @@ impl WarehouseSchema {
             Err(logbook_core::Error::TableNotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Say which names the query being prepared uses only as table
+    /// functions, never as tables.
+    pub(crate) fn functions_only(&self, names: BTreeSet<String>) {
+        *self.functions.lock().unwrap_or_else(|e| e.into_inner()) = names;
+    }
+
+    /// The warehouse's table names, listed once per session (one `LIST` of
+    /// its root; a directory there that holds no table resolves to none).
+    /// Every table is opened too, 16 at a time (a caller listing every
+    /// table asks each for its schema, one after another).
+    pub async fn list(&self) -> logbook_core::Result<&BTreeSet<String>> {
+        self.listed
+            .get_or_try_init(|| async {
+                let dirs = self.warehouse.list_table_dirs().await?;
+                futures::stream::iter(dirs.clone())
+                    .map(|name| async move { self.resolve(&name).await })
+                    .buffer_unordered(16)
+                    .try_collect::<Vec<_>>()
+                    .await?;
+                Ok(dirs.into_iter().collect())
+            })
+            .await
     }
 
     /// The tables opened so far (tests count them).
@@ -144,15 +184,10 @@ impl WarehouseSchema {
     /// Table `name` for a table function `f`, which plans synchronously:
     /// it must have been opened before planning.
     fn known(&self, f: &str, name: &str) -> Result<Opened> {
-        if !self.names.contains(name) {
-            return plan_err!(
-                "no table {name:?} in the warehouse (tables: {})",
-                self.names.iter().cloned().collect::<Vec<_>>().join(", ")
-            );
-        }
         let opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
-        match opened.get(name).and_then(|cell| cell.get()) {
-            Some(t) => Ok(t.clone()),
+        match opened.get(name).map(|cell| cell.get()) {
+            Some(Some(t)) => Ok(t.clone()),
+            Some(None) => plan_err!("{f}(): no table {name:?} in the warehouse"),
             None => plan_err!(
                 "{f}(): table {name} was not opened before planning; run queries through logbook_datafusion::sql(), which opens the tables table functions name"
             ),
@@ -163,7 +198,10 @@ impl WarehouseSchema {
 #[async_trait]
 impl SchemaProvider for WarehouseSchema {
     fn table_names(&self) -> Vec<String> {
-        self.names.iter().cloned().collect()
+        match self.listed.get() {
+            Some(names) => names.iter().cloned().collect(),
+            None => self.opened(),
+        }
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
@@ -175,7 +213,10 @@ impl SchemaProvider for WarehouseSchema {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.names.contains(name)
+        match self.listed.get() {
+            Some(names) => names.contains(name),
+            None => self.opened().iter().any(|n| n == name),
+        }
     }
 }
 

@@ -213,6 +213,13 @@ pub struct RunContext {
 }
 
 impl RunContext {
+    /// Plan `query` in the run's session ([`crate::sql`]: the tables it
+    /// and its `asof()`/`snapshot()` calls name are opened first). Use this
+    /// rather than `ctx.sql`.
+    pub async fn sql(&self, query: &str) -> Result<datafusion::dataframe::DataFrame, QueryError> {
+        crate::session::sql(&self.ctx, query).await
+    }
+
     /// Commit the partition with the inputs read so far as lineage.
     ///
     /// Without an explicit run id, the id is derived from the target, date,

@@ -11,9 +11,10 @@ use datafusion::dataframe::DataFrame;
 use datafusion::execution::context::SessionContext;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::SessionConfig;
-use datafusion::sql::parser::Statement;
+use datafusion::sql::parser::{CopyToSource, Statement};
 use datafusion::sql::sqlparser::ast::{
-    Expr, FunctionArg, FunctionArgExpr, TableFactor, Value, Visit, Visitor,
+    Expr, FunctionArg, FunctionArgExpr, ObjectName, Query, Statement as SqlStatement, TableFactor,
+    Value, Visit, Visitor,
 };
 use logbook_core::Warehouse;
 
@@ -30,6 +31,13 @@ use crate::pit::with_point_in_time_join;
 /// refuse to plan. Without one, dimensions expose their full history.
 /// Point-in-time joins on validity ranges are planned as
 /// [`PointInTimeJoinExec`](crate::pit::PointInTimeJoinExec).
+///
+/// Run SQL through [`sql`] (or call [`prepare`] before planning): the
+/// session opens a table when a query names it, and `asof()`/`snapshot()`
+/// (planned synchronously) and `SHOW TABLES`/`information_schema` (which
+/// read every table) need their tables opened first. Planned with
+/// `ctx.sql` directly, a table function fails saying so, and `SHOW TABLES`
+/// lists only the tables opened so far.
 ///
 /// ```
 /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -108,15 +116,20 @@ pub async fn prepare(ctx: &SessionContext, query: &str) -> Result<(), QueryError
         return Ok(());
     };
     let mut named = NamedTables::default();
-    let _ = match &statement {
-        Statement::Statement(s) => s.visit(&mut named),
-        Statement::Explain(e) => match e.statement.as_ref() {
-            Statement::Statement(s) => s.visit(&mut named),
-            _ => ControlFlow::Continue(()),
-        },
-        _ => ControlFlow::Continue(()),
-    };
-    let names: BTreeSet<String> = named.0.into_iter().collect();
+    named.statement(&statement);
+    if named.lists_all {
+        // SHOW TABLES, information_schema: every table, listed and opened
+        // concurrently before the planner asks for them one by one.
+        schema.list().await?;
+    }
+    let only_functions = named
+        .functions
+        .iter()
+        .filter(|f| !named.tables.contains(f))
+        .cloned()
+        .collect();
+    schema.functions_only(only_functions);
+    let names: BTreeSet<String> = named.tables.into_iter().collect();
     futures::stream::iter(names)
         .map(|name| async move { schema.resolve(&name).await })
         .buffer_unordered(OPEN_CONCURRENCY)
@@ -133,30 +146,92 @@ const OPEN_CONCURRENCY: usize = 16;
 /// and the table names `asof(...)` and `snapshot(...)` calls give as their
 /// first argument.
 #[derive(Default)]
-struct NamedTables(Vec<String>);
+struct NamedTables {
+    tables: Vec<String>,
+    /// The table functions called.
+    functions: BTreeSet<String>,
+    /// The names the query's CTEs define (no table is opened for them).
+    ctes: BTreeSet<String>,
+    /// Whether the statement reads every table (`SHOW TABLES`,
+    /// `information_schema`).
+    lists_all: bool,
+}
+
+impl NamedTables {
+    fn statement(&mut self, statement: &Statement) {
+        let _ = match statement {
+            Statement::Statement(s) => {
+                self.lists_all |= matches!(
+                    s.as_ref(),
+                    SqlStatement::ShowTables { .. } | SqlStatement::ShowColumns { .. }
+                );
+                s.visit(self)
+            }
+            Statement::Explain(e) => {
+                self.statement(&e.statement);
+                ControlFlow::Continue(())
+            }
+            Statement::CopyTo(copy) => match &copy.source {
+                CopyToSource::Query(q) => q.visit(self),
+                CopyToSource::Relation(name) => {
+                    self.relation(name);
+                    ControlFlow::Continue(())
+                }
+            },
+            _ => ControlFlow::Continue(()),
+        };
+        let ctes = std::mem::take(&mut self.ctes);
+        self.tables.retain(|t| !ctes.contains(t));
+    }
+
+    /// A relation in `FROM`: a warehouse table when it is unqualified or
+    /// qualified by `public` (`logbook.public.t`).
+    fn relation(&mut self, name: &ObjectName) {
+        let parts: Vec<String> = name
+            .0
+            .iter()
+            .filter_map(|part| part.as_ident())
+            .map(|ident| match ident.quote_style {
+                Some(_) => ident.value.clone(),
+                // Unquoted names are lowercased, as DataFusion's planner does.
+                None => ident.value.to_lowercase(),
+            })
+            .collect();
+        match parts.as_slice() {
+            [table] => self.tables.push(table.clone()),
+            [.., schema, _] if schema == "information_schema" => self.lists_all = true,
+            [.., schema, table] if schema == "public" => self.tables.push(table.clone()),
+            _ => {}
+        }
+    }
+}
 
 impl Visitor for NamedTables {
     type Break = ();
 
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+        if let Some(with) = &query.with {
+            for cte in &with.cte_tables {
+                self.ctes.insert(cte.alias.name.value.to_lowercase());
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
     fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
         if let TableFactor::Table { name, args, .. } = factor {
             let Some(args) = args else {
-                if let Some(last) = name.0.last().and_then(|part| part.as_ident()) {
-                    // Unquoted names are lowercased, as DataFusion's planner does.
-                    self.0.push(match last.quote_style {
-                        Some(_) => last.value.clone(),
-                        None => last.value.to_lowercase(),
-                    });
-                }
+                self.relation(name);
                 return ControlFlow::Continue(());
             };
             let function = name.to_string().to_ascii_lowercase();
             if function == "asof" || function == "snapshot" {
+                self.functions.insert(function);
                 if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))) =
                     args.args.first()
                 {
                     if let Value::SingleQuotedString(table) = &v.value {
-                        self.0.push(table.clone());
+                        self.tables.push(table.clone());
                     }
                 }
             }

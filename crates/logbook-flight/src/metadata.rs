@@ -12,6 +12,7 @@ use arrow_flight::sql::{
 use datafusion::datasource::TableType;
 use datafusion::execution::context::SessionContext;
 use logbook_core::Warehouse;
+use logbook_datafusion::catalog::WarehouseSchema;
 use logbook_datafusion::{datafusion, session, QueryOptions};
 use tonic::Status;
 
@@ -77,6 +78,10 @@ pub async fn tables(warehouse: &Warehouse, cmd: CommandGetTables) -> Result<Reco
             let Some(schema) = c.schema(&schema_name) else {
                 continue;
             };
+            // A session lists the warehouse only when asked for every table.
+            if let Some(warehouse) = schema.downcast_ref::<WarehouseSchema>() {
+                warehouse.list().await.map_err(|e| query_status(e.into()))?;
+            }
             for name in schema.table_names() {
                 let Some(table) = schema.table(&name).await.map_err(datafusion_status)? else {
                     continue;
