@@ -434,6 +434,19 @@ async fn a_job_that_computes_its_own_batches_records_the_same_lineage() {
     );
 }
 
+/// The first column of the first row of `sql`'s result, an `Int64`.
+async fn first_i64(ctx: &logbook::query::datafusion::prelude::SessionContext, sql: &str) -> i64 {
+    logbook::query::sql(ctx, sql)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap()[0]
+        .column(0)
+        .as_primitive::<arrow_array::types::Int64Type>()
+        .value(0)
+}
+
 /// The tables a query names are opened concurrently before planning: on an
 /// object store each open is a few round trips, which should not add up
 /// table by table (DataFusion's planner opens them one after another).
@@ -463,31 +476,11 @@ async fn the_tables_a_query_names_are_opened_concurrently() {
         .map(|i| format!("SELECT count(*) AS n FROM t{i:02}"))
         .collect();
     let query = format!("SELECT sum(n) FROM ({})", tables.join(" UNION ALL "));
-    let n = logbook::query::sql(&ctx, &query)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap()[0]
-        .column(0)
-        .as_primitive::<arrow_array::types::Int64Type>()
-        .value(0);
-    assert_eq!(n, 0);
+    assert_eq!(first_i64(&ctx, &query).await, 0);
     assert!(store.take_max_in_flight() > 1);
     // Every table is there, by name.
-    let listed = logbook::query::sql(
-        &ctx,
-        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
-    )
-    .await
-    .unwrap()
-    .collect()
-    .await
-    .unwrap()[0]
-        .column(0)
-        .as_primitive::<arrow_array::types::Int64Type>()
-        .value(0);
-    assert_eq!(listed, 20);
+    let listed = "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'";
+    assert_eq!(first_i64(&ctx, listed).await, 20);
     let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
     let shown: usize = logbook::query::sql(&ctx, "SHOW TABLES")
         .await
@@ -564,48 +557,31 @@ async fn a_session_opens_only_the_tables_a_query_names() {
         tables.dedup();
         tables
     };
-    store.take_reads();
-    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
-    logbook::query::sql(&ctx, "SELECT 1")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    assert_eq!(tables_read(store.take_reads()), Vec::<String>::new());
-
-    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
-    logbook::query::sql(&ctx, "SELECT count(*) FROM orders")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    assert_eq!(tables_read(store.take_reads()), vec!["orders".to_string()]);
-
-    // A CTE's name is not a table, even when a table has it.
-    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
-    let q = "WITH orders AS (SELECT 1 AS x) SELECT * FROM orders";
-    logbook::query::sql(&ctx, q)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    assert_eq!(tables_read(store.take_reads()), Vec::<String>::new());
-
-    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
-    let q = "SELECT count(*) FROM asof('customers', DATE '2026-03-15')";
-    logbook::query::sql(&ctx, q)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    // Each query in a session of its own: the tables whose metadata it read.
+    let reads_of = |q: &'static str| {
+        let (wh, store) = (wh.clone(), store.clone());
+        async move {
+            store.take_reads();
+            let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+            logbook::query::sql(&ctx, q)
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            tables_read(store.take_reads())
+        }
+    };
+    assert_eq!(reads_of("SELECT 1").await, Vec::<String>::new());
     assert_eq!(
-        tables_read(store.take_reads()),
-        vec!["customers".to_string()]
+        reads_of("SELECT count(*) FROM orders").await,
+        vec!["orders"]
     );
+    // A CTE's name is not a table, even when a table has it.
+    let cte = "WITH orders AS (SELECT 1 AS x) SELECT * FROM orders";
+    assert_eq!(reads_of(cte).await, Vec::<String>::new());
+    let q = "SELECT count(*) FROM asof('customers', DATE '2026-03-15')";
+    assert_eq!(reads_of(q).await, vec!["customers"]);
     // Planned without opening its table first, a table function says how.
     let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
     let err = ctx.sql(q).await.unwrap_err();
