@@ -401,3 +401,27 @@ async fn stops_gracefully_while_idle() {
     server.stop().await;
     assert!(c.get_catalogs().await.is_err(), "the server is gone");
 }
+
+/// `GetFlightInfo` plans against the tables' versions of that moment and
+/// its ticket carries them: a commit that lands before `DoGet` does not
+/// change what the fetch returns (a new `GetFlightInfo` sees it).
+#[tokio::test]
+async fn a_fetch_reads_the_versions_its_statement_was_planned_against() {
+    let (wh, _) = world().await;
+    let orders = wh.table("orders").await.unwrap();
+    let server = Server::start(wh, token_options()).await;
+    let mut c = server.client(Some(TOKEN)).await;
+    let sql = "SELECT count(*) FROM orders";
+    let info = c.execute(sql.to_string(), None).await.unwrap();
+    let mut w = orders
+        .replace_partition(date("2026-03-20"), logbook::RunInfo::new("late-0320"))
+        .await
+        .unwrap();
+    w.write(&crate::lifecycle::orders_batch("2026-03-20"))
+        .await
+        .unwrap();
+    w.commit().await.unwrap();
+    assert_eq!(one_i64(&fetch(&mut c, info).await.unwrap()), 12);
+    assert!(one_i64(&query(&mut c, sql).await) > 12);
+    server.stop().await;
+}

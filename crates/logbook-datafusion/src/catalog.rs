@@ -2,7 +2,7 @@
 //! query first names it, plus the `asof()` and `snapshot()` table
 //! functions.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -49,6 +49,9 @@ pub struct WarehouseSchema {
     listed: OnceCell<BTreeSet<String>>,
     /// Every name resolved so far; a cell left empty: no such table.
     opened: Mutex<HashMap<String, Arc<OnceCell<Opened>>>>,
+    /// The version each opened table reads (its pin, or its head when
+    /// opened).
+    versions: Mutex<BTreeMap<String, u64>>,
     /// Names a query uses only as table functions (`asof`): DataFusion's
     /// planner looks them up as tables too, and they need no round trip.
     functions: Mutex<BTreeSet<String>>,
@@ -68,6 +71,7 @@ impl WarehouseSchema {
             warehouse: warehouse.clone(),
             listed: OnceCell::new(),
             functions: Mutex::new(BTreeSet::new()),
+            versions: Mutex::new(BTreeMap::new()),
             opened: Mutex::new(HashMap::new()),
             options,
             lineage,
@@ -108,11 +112,13 @@ impl WarehouseSchema {
         let opened = cell
             .get_or_try_init(|| async {
                 let table = self.warehouse.table(name).await?;
-                let schema = match self.options.pins.get(name) {
-                    Some(v) => table.at_version(*v).await?.schema().clone(),
-                    None => table.latest().await?.schema().clone(),
+                let snapshot = match self.options.pins.get(name) {
+                    Some(v) => table.at_version(*v).await?,
+                    None => table.latest().await?,
                 };
-                Ok::<_, logbook_core::Error>((table, schema))
+                let mut versions = self.versions.lock().unwrap_or_else(|e| e.into_inner());
+                versions.insert(name.to_string(), snapshot.version());
+                Ok::<_, logbook_core::Error>((table, snapshot.schema().clone()))
             })
             .await;
         match opened {
@@ -145,6 +151,16 @@ impl WarehouseSchema {
                 Ok(dirs.into_iter().collect())
             })
             .await
+    }
+
+    /// The version of each table opened so far: its pin, or its head when
+    /// this session opened it. Pinning a later session to these reads what
+    /// this one planned against (a Flight ticket carries them).
+    pub fn versions(&self) -> BTreeMap<String, u64> {
+        self.versions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The tables opened so far (tests count them).

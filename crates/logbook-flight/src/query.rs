@@ -11,6 +11,7 @@ use datafusion::execution::context::SQLOptions;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use logbook_core::{ErrorKind, Warehouse};
+use logbook_datafusion::catalog::WarehouseSchema;
 use logbook_datafusion::{datafusion, session, QueryError};
 use serde::{Deserialize, Serialize};
 use tonic::Status;
@@ -27,6 +28,10 @@ pub struct TicketBody {
     pub settings: Settings,
     /// The prepared statement whose bound parameters to use.
     pub prepared: Option<String>,
+    /// The version of each table the statement was planned against: the
+    /// fetch reads these, never a commit that landed in between.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub versions: BTreeMap<String, u64>,
 }
 
 impl TicketBody {
@@ -49,7 +54,31 @@ pub async fn plan(
     settings: &Settings,
     params: Option<&[ScalarValue]>,
 ) -> Result<DataFrame, Status> {
-    let ctx = session(warehouse, settings.query_options()?, None)
+    Ok(plan_at(warehouse, sql, settings, params, &BTreeMap::new())
+        .await?
+        .df)
+}
+
+/// A planned statement, and the version of every table it reads.
+pub struct Planned {
+    /// The plan, ready to run.
+    pub df: DataFrame,
+    /// Each table the plan reads, at the version it reads (a ticket carries
+    /// them, so the fetch reads what was planned, whatever commits since).
+    pub versions: BTreeMap<String, u64>,
+}
+
+/// [`plan`], reading each table in `pins` at that version.
+pub async fn plan_at(
+    warehouse: &Warehouse,
+    sql: &str,
+    settings: &Settings,
+    params: Option<&[ScalarValue]>,
+    pins: &BTreeMap<String, u64>,
+) -> Result<Planned, Status> {
+    let mut options = settings.query_options()?;
+    options.pins = pins.clone().into_iter().collect();
+    let ctx = session(warehouse, options, None)
         .await
         .map_err(query_status)?;
     logbook_datafusion::prepare(&ctx, sql)
@@ -72,14 +101,23 @@ pub async fn plan(
         .execute_logical_plan(plan)
         .await
         .map_err(|e| query_status(e.into()))?;
-    match params {
+    let df = match params {
         Some(values) => df
             .with_param_values(ParamValues::List(
                 values.iter().cloned().map(Into::into).collect(),
             ))
-            .map_err(|e| query_status(e.into())),
-        None => Ok(df),
-    }
+            .map_err(|e| query_status(e.into()))?,
+        None => df,
+    };
+    let versions = ctx
+        .catalog("logbook")
+        .and_then(|c| c.schema("public"))
+        .and_then(|s| {
+            s.downcast_ref::<WarehouseSchema>()
+                .map(WarehouseSchema::versions)
+        })
+        .unwrap_or_default();
+    Ok(Planned { df, versions })
 }
 
 /// The parameters a statement takes (`$1`, `$2`, ...) with the types the
@@ -201,6 +239,7 @@ mod tests {
             sql: "SELECT 1".into(),
             settings: Settings::default(),
             prepared: Some("p1".into()),
+            versions: [("orders".to_string(), 7)].into(),
         };
         let back = TicketBody::decode(&t.encode()).unwrap();
         assert_eq!(back.sql, "SELECT 1");

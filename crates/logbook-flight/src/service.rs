@@ -3,6 +3,7 @@
 //! ([`crate::prepared`]), browsing ([`crate::metadata`]) and streaming
 //! ([`crate::results`]).
 
+use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -35,7 +36,9 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::metadata;
 use crate::prepared::PreparedStatements;
-use crate::query::{datafusion_status, number_placeholders, parameter_schema, plan, TicketBody};
+use crate::query::{
+    datafusion_status, number_placeholders, parameter_schema, plan, plan_at, TicketBody,
+};
 use crate::results::{flight_stream, QueryLog};
 use crate::sessions::Sessions;
 use crate::settings::{parse_set, SetStatement, Settings};
@@ -88,6 +91,7 @@ impl LogbookFlightSql {
         sql: &str,
         settings: &Settings,
         params: Option<&[ScalarValue]>,
+        versions: &BTreeMap<String, u64>,
         request: &Request<T>,
     ) -> Result<Response<DoGetStream>, Status> {
         let log = QueryLog {
@@ -103,8 +107,10 @@ impl LogbookFlightSql {
                 self.0.max_concurrent_queries
             ))
         })?;
-        let planned = plan(&self.0.warehouse, sql, settings, params).await;
-        let df = planned.inspect_err(|e| {
+        // The versions the statement was planned against: a commit since
+        // does not change what the fetch returns.
+        let planned = plan_at(&self.0.warehouse, sql, settings, params, versions).await;
+        let df = planned.map(|p| p.df).inspect_err(|e| {
             tracing::info!(client = %log.client, sql = %log.sql, error = %e.message(), "query refused");
         })?;
         let planned = df.schema().as_arrow().clone();
@@ -212,13 +218,14 @@ impl FlightSqlService for LogbookFlightSql {
         }
         let settings = self.0.sessions.resolve(request.metadata())?;
         let sql = number_placeholders(&query.query);
-        let df = plan(&self.0.warehouse, &sql, &settings, None).await?;
-        let schema = plain_schema(df.schema().as_arrow());
+        let planned = plan_at(&self.0.warehouse, &sql, &settings, None, &BTreeMap::new()).await?;
+        let schema = plain_schema(planned.df.schema().as_arrow());
         let ticket = TicketStatementQuery {
             statement_handle: TicketBody {
                 sql,
                 settings,
                 prepared: None,
+                versions: planned.versions,
             }
             .encode()
             .into(),
@@ -240,8 +247,14 @@ impl FlightSqlService for LogbookFlightSql {
             Some(handle) => self.0.prepared.get(handle)?.params,
             None => None,
         };
-        self.execute(&body.sql, &body.settings, params.as_deref(), &request)
-            .await
+        self.execute(
+            &body.sql,
+            &body.settings,
+            params.as_deref(),
+            &body.versions,
+            &request,
+        )
+        .await
     }
 
     async fn do_action_create_prepared_statement(
@@ -302,19 +315,21 @@ impl FlightSqlService for LogbookFlightSql {
             return self.apply_set(set, request);
         }
         let settings = self.0.sessions.resolve(request.metadata())?;
-        let df = plan(
+        let planned = plan_at(
             &self.0.warehouse,
             &prepared.sql,
             &settings,
             prepared.params.as_deref(),
+            &BTreeMap::new(),
         )
         .await?;
-        let schema = plain_schema(df.schema().as_arrow());
+        let schema = plain_schema(planned.df.schema().as_arrow());
         let ticket = TicketStatementQuery {
             statement_handle: TicketBody {
                 sql: prepared.sql,
                 settings,
                 prepared: Some(handle),
+                versions: planned.versions,
             }
             .encode()
             .into(),
@@ -336,10 +351,13 @@ impl FlightSqlService for LogbookFlightSql {
             .prepared
             .get(handle_str(&cmd.prepared_statement_handle)?)?;
         let settings = self.0.sessions.resolve(request.metadata())?;
+        // A ticket naming the prepared statement itself: planned now, at
+        // the tables' heads.
         self.execute(
             &prepared.sql,
             &settings,
             prepared.params.as_deref(),
+            &BTreeMap::new(),
             &request,
         )
         .await
