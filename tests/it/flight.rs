@@ -423,5 +423,22 @@ async fn a_fetch_reads_the_versions_its_statement_was_planned_against() {
     w.commit().await.unwrap();
     assert_eq!(one_i64(&fetch(&mut c, info).await.unwrap()), 12);
     assert!(one_i64(&query(&mut c, sql).await) > 12);
+    // A ticket whose version expired since: a clear refusal, not rows of
+    // another version.
+    let info = c.execute(sql.to_string(), None).await.unwrap();
+    let mut w = orders
+        .replace_partition(date("2026-03-21"), logbook::RunInfo::new("late-0321"))
+        .await
+        .unwrap();
+    w.write(&crate::lifecycle::orders_batch("2026-03-21"))
+        .await
+        .unwrap();
+    w.commit().await.unwrap();
+    logbook::maintenance::expire::expire(&orders, logbook::maintenance::expire::Keep::Last(1))
+        .await
+        .unwrap();
+    let (code, message) = status(&fetch(&mut c, info).await.unwrap_err());
+    assert_eq!(code, tonic::Code::FailedPrecondition, "{message}");
+    assert!(message.contains("GetFlightInfo again"), "{message}");
     server.stop().await;
 }

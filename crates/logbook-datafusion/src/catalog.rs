@@ -76,13 +76,21 @@ impl WarehouseSchema {
             options,
             lineage,
         };
-        for pinned in schema.options.pins.keys() {
-            if schema.resolve(pinned).await?.is_none() {
-                return Err(logbook_core::Error::TableNotFound {
-                    table: pinned.clone(),
-                    location: warehouse.location().uri().to_string(),
-                });
-            }
+        let pinned: Vec<String> = schema.options.pins.keys().cloned().collect();
+        let schema_ref = &schema;
+        let opened: Vec<(String, bool)> = futures::stream::iter(pinned)
+            .map(|name| async move {
+                let found = schema_ref.resolve(&name).await?.is_some();
+                Ok::<_, logbook_core::Error>((name, found))
+            })
+            .buffer_unordered(16)
+            .try_collect()
+            .await?;
+        if let Some((missing, _)) = opened.into_iter().find(|(_, found)| !found) {
+            return Err(logbook_core::Error::TableNotFound {
+                table: missing,
+                location: warehouse.location().uri().to_string(),
+            });
         }
         Ok(schema)
     }

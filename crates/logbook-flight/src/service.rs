@@ -109,7 +109,16 @@ impl LogbookFlightSql {
         })?;
         // The versions the statement was planned against: a commit since
         // does not change what the fetch returns.
-        let planned = plan_at(&self.0.warehouse, sql, settings, params, versions).await;
+        let planned = plan_at(&self.0.warehouse, sql, settings, params, versions)
+            .await
+            .map_err(|e| match e.code() {
+                // A version the ticket pins expired, or its table went.
+                tonic::Code::NotFound if !versions.is_empty() => Status::failed_precondition(format!(
+                    "this ticket's tables have moved on since it was issued; call GetFlightInfo again ({})",
+                    e.message()
+                )),
+                _ => e,
+            });
         let df = planned.map(|p| p.df).inspect_err(|e| {
             tracing::info!(client = %log.client, sql = %log.sql, error = %e.message(), "query refused");
         })?;
