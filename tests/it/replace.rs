@@ -181,3 +181,39 @@ async fn a_store_without_put_if_absent_is_refused_before_anything_is_committed()
         "nothing was created"
     );
 }
+
+/// Every data file carries the page index (column and offset indexes), so
+/// a reader can skip pages by their bounds (issue #18's pruning builds on
+/// it): required here, a file without one fails to parse.
+#[tokio::test]
+async fn data_files_carry_the_page_index() {
+    use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
+    use parquet::file::page_index::column_index::ColumnIndexMetaData;
+    let t = memory_table("orders").await;
+    let d = date("2026-03-15");
+    let mut w = t.replace_partition(d, RunInfo::new("r")).await.unwrap();
+    w.write(&batch(d, 0..1000, "x")).await.unwrap();
+    w.commit().await.unwrap();
+    let snap = t.latest().await.unwrap();
+    let p = snap.partition(d).await.unwrap().unwrap();
+    for file in &p.files {
+        let bytes = object_bytes(&t, &file.path).await;
+        let meta = ParquetMetaDataReader::new()
+            .with_page_index_policy(PageIndexPolicy::Required)
+            .parse_and_finish(&bytes)
+            .unwrap_or_else(|e| panic!("{}: {e}", file.path));
+        let columns = meta.row_group(0).num_columns();
+        let index = meta.column_index().expect("a column index");
+        assert_eq!(index[0].len(), columns, "{}", file.path);
+        // Page bounds for every column (`NONE`: a location without bounds).
+        for (c, column) in index[0].iter().enumerate() {
+            assert!(
+                !matches!(column, ColumnIndexMetaData::NONE),
+                "{}: column {c} has no page bounds",
+                file.path
+            );
+        }
+        let offsets = meta.offset_index().expect("an offset index");
+        assert_eq!(offsets[0].len(), columns, "{}", file.path);
+    }
+}

@@ -10,7 +10,7 @@ use object_store::buffered::BufWriter;
 use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::AsyncArrowWriter;
 use parquet::basic::Compression;
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use crate::error::{Error, Result};
 use crate::format::DataFile;
@@ -133,6 +133,9 @@ impl StagedFiles {
         let sink = BufWriter::with_capacity(self.table.location.store().clone(), path, 16 << 20);
         let props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
+            // Bounds per page, written as the page index (column and offset
+            // indexes): what lets a reader skip pages, not just row groups.
+            .set_statistics_enabled(EnabledStatistics::Page)
             .set_max_row_group_row_count(Some(opts.max_row_group_rows))
             .set_created_by(format!("logbook {}", env!("CARGO_PKG_VERSION")))
             .build();
