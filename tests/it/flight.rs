@@ -412,28 +412,24 @@ async fn a_fetch_reads_the_versions_its_statement_was_planned_against() {
     let server = Server::start(wh, token_options()).await;
     let mut c = server.client(Some(TOKEN)).await;
     let sql = "SELECT count(*) FROM orders";
+    // A run committing date `d` of orders.
+    let commit = |d: &'static str| {
+        let orders = orders.clone();
+        async move {
+            let run = logbook::RunInfo::new(format!("late-{d}"));
+            let mut w = orders.replace_partition(date(d), run).await.unwrap();
+            w.write(&crate::lifecycle::orders_batch(d)).await.unwrap();
+            w.commit().await.unwrap();
+        }
+    };
     let info = c.execute(sql.to_string(), None).await.unwrap();
-    let mut w = orders
-        .replace_partition(date("2026-03-20"), logbook::RunInfo::new("late-0320"))
-        .await
-        .unwrap();
-    w.write(&crate::lifecycle::orders_batch("2026-03-20"))
-        .await
-        .unwrap();
-    w.commit().await.unwrap();
+    commit("2026-03-20").await;
     assert_eq!(one_i64(&fetch(&mut c, info).await.unwrap()), 12);
     assert!(one_i64(&query(&mut c, sql).await) > 12);
     // A ticket whose version expired since: a clear refusal, not rows of
     // another version.
     let info = c.execute(sql.to_string(), None).await.unwrap();
-    let mut w = orders
-        .replace_partition(date("2026-03-21"), logbook::RunInfo::new("late-0321"))
-        .await
-        .unwrap();
-    w.write(&crate::lifecycle::orders_batch("2026-03-21"))
-        .await
-        .unwrap();
-    w.commit().await.unwrap();
+    commit("2026-03-21").await;
     logbook::maintenance::expire::expire(&orders, logbook::maintenance::expire::Keep::Last(1))
         .await
         .unwrap();

@@ -191,12 +191,8 @@ async fn data_files_carry_the_page_index() {
     use parquet::file::page_index::column_index::ColumnIndexMetaData;
     let t = memory_table("orders").await;
     let d = date("2026-03-15");
-    let mut w = t.replace_partition(d, RunInfo::new("r")).await.unwrap();
-    w.write(&batch(d, 0..1000, "x")).await.unwrap();
-    w.commit().await.unwrap();
-    let snap = t.latest().await.unwrap();
-    let p = snap.partition(d).await.unwrap().unwrap();
-    for file in &p.files {
+    replace(&t, d, 0..1000, "x", "r").await;
+    for file in &latest_partition(&t, d).await.files {
         let bytes = object_bytes(&t, &file.path).await;
         let meta = ParquetMetaDataReader::new()
             .with_page_index_policy(PageIndexPolicy::Required)

@@ -29,9 +29,16 @@ pub struct QueryOptions {
     pub pins: HashMap<String, u64>,
 }
 
-/// A table as this session sees it: the handle and the schema of the
-/// version it reads.
-type Opened = (Table, TableSchema);
+/// A table as this session sees it.
+#[derive(Debug, Clone)]
+pub struct Opened {
+    /// The table's handle.
+    pub table: Table,
+    /// The schema of the version the session reads.
+    pub schema: TableSchema,
+    /// That version: the table's pin, or its head when the session opened it.
+    pub version: u64,
+}
 
 /// The tables of a warehouse, each opened when planning first needs it.
 ///
@@ -49,9 +56,6 @@ pub struct WarehouseSchema {
     listed: OnceCell<BTreeSet<String>>,
     /// Every name resolved so far; a cell left empty: no such table.
     opened: Mutex<HashMap<String, Arc<OnceCell<Opened>>>>,
-    /// The version each opened table reads (its pin, or its head when
-    /// opened).
-    versions: Mutex<BTreeMap<String, u64>>,
     /// Names a query uses only as table functions (`asof`): DataFusion's
     /// planner looks them up as tables too, and they need no round trip.
     functions: Mutex<BTreeSet<String>>,
@@ -71,7 +75,6 @@ impl WarehouseSchema {
             warehouse: warehouse.clone(),
             listed: OnceCell::new(),
             functions: Mutex::new(BTreeSet::new()),
-            versions: Mutex::new(BTreeMap::new()),
             opened: Mutex::new(HashMap::new()),
             options,
             lineage,
@@ -124,9 +127,11 @@ impl WarehouseSchema {
                     Some(v) => table.at_version(*v).await?,
                     None => table.latest().await?,
                 };
-                let mut versions = self.versions.lock().unwrap_or_else(|e| e.into_inner());
-                versions.insert(name.to_string(), snapshot.version());
-                Ok::<_, logbook_core::Error>((table, snapshot.schema().clone()))
+                Ok::<_, logbook_core::Error>(Opened {
+                    schema: snapshot.schema().clone(),
+                    version: snapshot.version(),
+                    table,
+                })
             })
             .await;
         match opened {
@@ -165,13 +170,14 @@ impl WarehouseSchema {
     /// this session opened it. Pinning a later session to these reads what
     /// this one planned against (a Flight ticket carries them).
     pub fn versions(&self) -> BTreeMap<String, u64> {
-        self.versions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        let opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
+        opened
+            .iter()
+            .filter_map(|(name, cell)| Some((name.clone(), cell.get()?.version)))
+            .collect()
     }
 
-    /// The tables opened so far (tests count them).
+    /// The tables opened so far.
     pub fn opened(&self) -> Vec<String> {
         let opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
         let mut names: Vec<String> = opened
@@ -184,8 +190,9 @@ impl WarehouseSchema {
     }
 
     /// The provider for `name` as this session sees it, once opened.
-    fn provider(&self, (table, schema): Opened, name: &str) -> LogbookTableProvider {
-        let mut p = LogbookTableProvider::new(table, schema, self.options.pins.get(name).copied());
+    fn provider(&self, opened: Opened, name: &str) -> LogbookTableProvider {
+        let pin = self.options.pins.get(name).copied();
+        let mut p = LogbookTableProvider::new(opened.table, opened.schema, pin);
         if let Some(date) = self.options.logical_date {
             p = p.with_view(
                 match self.options.dimensions.unwrap_or(DimensionMode::AsOf) {
@@ -269,7 +276,7 @@ impl TableFunctionImpl for AsOfFunction {
             },
             _ => return plan_err!("asof(): argument 2 must be a date, e.g. DATE '2026-03-15'"),
         };
-        let (table, schema) = self.0.known("asof", &name)?;
+        let Opened { table, schema, .. } = self.0.known("asof", &name)?;
         if schema.keys().is_none() {
             return plan_err!(
                 "asof(): table {name} is not a dimension; use snapshot() for time travel"
@@ -294,7 +301,7 @@ impl TableFunctionImpl for SnapshotFunction {
             Some(Expr::Literal(ScalarValue::Int64(Some(v)), _)) if *v >= 0 => *v as u64,
             _ => return plan_err!("snapshot(): argument 2 must be a version number"),
         };
-        let (table, schema) = self.0.known("snapshot", &name)?;
+        let Opened { table, schema, .. } = self.0.known("snapshot", &name)?;
         let p = LogbookTableProvider::new(table, schema, Some(version));
         Ok(Arc::new(self.0.recorded(p)))
     }
