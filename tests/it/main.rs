@@ -15,6 +15,7 @@ mod maintenance;
 mod metadata_fuzz;
 mod mirror;
 mod point_in_time;
+mod pruning;
 mod query;
 mod replace;
 mod run_identity;

@@ -11,7 +11,7 @@ use futures::{StreamExt, TryStreamExt};
 use crate::error::Result;
 use crate::format::{month_key, LogEntry, MonthManifest, PartitionEntry, RootManifest};
 use crate::handle::TableInner;
-use crate::reader::{read_files, ReadOptions};
+use crate::reader::{read_files, ReadOptions, ScanHooks};
 use crate::schema::TableSchema;
 
 /// An immutable view of a table at one version.
@@ -134,6 +134,7 @@ impl Snapshot {
             files,
             columns,
             ReadOptions::default(),
+            ScanHooks::default(),
         ))
     }
 
@@ -162,6 +163,7 @@ impl Snapshot {
             self.dimension_files(),
             None,
             ReadOptions::default(),
+            ScanHooks::default(),
         ))
     }
 
@@ -174,19 +176,28 @@ impl Snapshot {
         columns: Option<&[&str]>,
         options: ReadOptions,
     ) -> BoxStream<'static, Result<RecordBatch>> {
-        read_files(&self.table, &self.root.schema, files, columns, options)
+        read_files(
+            &self.table,
+            &self.root.schema,
+            files,
+            columns,
+            options,
+            ScanHooks::default(),
+        )
     }
 
     /// [`Snapshot::scan_files`] adapting the rows to `schema` (a query that
-    /// planned with another version's schema reads with that schema).
+    /// planned with another version's schema reads with that schema),
+    /// skipping what `hooks` prunes and counting what is read.
     pub fn scan_files_as(
         &self,
         schema: &crate::schema::TableSchema,
         files: Vec<crate::format::DataFile>,
         columns: Option<&[&str]>,
         options: ReadOptions,
+        hooks: ScanHooks,
     ) -> BoxStream<'static, Result<RecordBatch>> {
-        read_files(&self.table, schema, files, columns, options)
+        read_files(&self.table, schema, files, columns, options, hooks)
     }
 
     /// The table's declared schedule and chain, as of this version.

@@ -15,7 +15,7 @@ use logbook_core::{DataFile, Snapshot, Table, TableSchema};
 
 use crate::exec::{LogbookScanExec, ValidityFilter};
 use crate::lineage::{Lineage, Read};
-use crate::prune::DateBounds;
+use crate::prune::{prune_files, DateBounds, ScanPredicate};
 
 /// Which rows of a dimension a provider exposes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +88,18 @@ impl LogbookTableProvider {
         self
     }
 
+    /// The rows of a dimension this provider's view keeps (`None`: all).
+    fn validity(&self) -> Option<ValidityFilter> {
+        if self.schema.partition_column().is_some() {
+            return None;
+        }
+        match self.view {
+            DimensionView::History => None,
+            DimensionView::Current => Some(ValidityFilter::Current),
+            DimensionView::AsOf(d) => Some(ValidityFilter::At(logbook_core::dates::to_days(d))),
+        }
+    }
+
     async fn snapshot(&self) -> logbook_core::Result<Snapshot> {
         match self.version {
             Some(v) => self.table.at_version(v).await,
@@ -114,7 +126,8 @@ impl TableProvider for LogbookTableProvider {
         &self,
         filters: &[&Expr],
     ) -> Result<Vec<TableProviderFilterPushDown>> {
-        // Used to prune partitions; DataFusion still applies every filter.
+        // Used to prune partitions, files, row groups and pages; DataFusion
+        // still applies every filter.
         Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
     }
 
@@ -131,6 +144,15 @@ impl TableProvider for LogbookTableProvider {
             None => self.arrow.clone(),
         };
         let target = state.config().target_partitions().max(1);
+        let mut tests: Vec<Expr> = filters.to_vec();
+        if let Some(v) = self.validity() {
+            tests.push(v.expr());
+        }
+        let predicate = ScanPredicate::new(&tests, &self.arrow, state).map(Arc::new);
+        let prune = |files: Vec<DataFile>| match &predicate {
+            Some(p) => prune_files(p, &self.schema, &self.arrow, files),
+            None => files,
+        };
         let (groups, label, validity) = match self.schema.partition_column() {
             Some(column) => {
                 let bounds = DateBounds::from_filters(filters, column);
@@ -154,7 +176,7 @@ impl TableProvider for LogbookTableProvider {
                     _ => "dates=0".to_string(),
                 };
                 let files: Vec<DataFile> = parts.into_iter().flat_map(|p| p.files).collect();
-                (spread(files, target), label, None)
+                (spread(prune(files), target), label, None)
             }
             None => {
                 if let Some(l) = &self.lineage {
@@ -166,27 +188,24 @@ impl TableProvider for LogbookTableProvider {
                     let read = Read::Dimension { at, data_version };
                     l.record(self.table.name(), snapshot.version(), read);
                 }
-                let (label, validity) = match self.view {
-                    DimensionView::History => ("history".to_string(), None),
-                    DimensionView::Current => {
-                        ("current".to_string(), Some(ValidityFilter::Current))
-                    }
-                    DimensionView::AsOf(d) => (
-                        format!("as-of {d}"),
-                        Some(ValidityFilter::At(logbook_core::dates::to_days(d))),
-                    ),
+                let label = match self.view {
+                    DimensionView::History => "history".to_string(),
+                    DimensionView::Current => "current".to_string(),
+                    DimensionView::AsOf(d) => format!("as-of {d}"),
                 };
-                (spread(snapshot.dimension_files(), target), label, validity)
+                let files = prune(snapshot.dimension_files());
+                (spread(files, target), label, self.validity())
             }
         };
-        Ok(Arc::new(LogbookScanExec::new(
+        let exec = LogbookScanExec::new(
             snapshot,
             self.schema.clone(),
             groups,
             schema,
             validity,
             label,
-        )))
+        );
+        Ok(Arc::new(exec.with_predicate(predicate)))
     }
 }
 

@@ -1,4 +1,4 @@
-//! Partition pruning: which dates do a scan's filters allow?
+//! Dates: which partitions do a scan's filters allow?
 
 use std::collections::BTreeSet;
 

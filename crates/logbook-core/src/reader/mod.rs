@@ -1,83 +1,27 @@
-//! Reading data files: parquet's async reader over any object store.
+//! Reading data files: parquet's async reader over any object store,
+//! columns matched by field id, row groups and rows skipped as a
+//! [`FilePruner`] decides.
 
-use std::ops::Range;
+mod object;
+mod select;
+
 use std::sync::Arc;
 
 use arrow_array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use bytes::Bytes;
-use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt, TryFutureExt, TryStreamExt};
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
-use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
-use parquet::errors::ParquetError;
-use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::PageIndexPolicy;
 
 use crate::error::{Error, Result};
 use crate::format::DataFile;
 use crate::handle::TableInner;
 use crate::schema::{Column, TableSchema};
 
-/// Reads one Parquet object whose size is known from the manifest, so the
-/// footer costs one ranged read and no `HEAD`.
-#[derive(Debug, Clone)]
-pub struct ObjectReader {
-    store: Arc<dyn ObjectStore>,
-    path: Path,
-    size: u64,
-}
-
-impl ObjectReader {
-    pub fn new(store: Arc<dyn ObjectStore>, path: Path, size: u64) -> Self {
-        Self { store, path, size }
-    }
-}
-
-fn external(e: object_store::Error) -> ParquetError {
-    ParquetError::External(Box::new(e))
-}
-
-impl AsyncFileReader for ObjectReader {
-    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
-        self.store
-            .get_range(&self.path, range)
-            .map_err(external)
-            .boxed()
-    }
-
-    fn get_byte_ranges(
-        &mut self,
-        ranges: Vec<Range<u64>>,
-    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
-        async move {
-            self.store
-                .get_ranges(&self.path, &ranges)
-                .await
-                .map_err(external)
-        }
-        .boxed()
-    }
-
-    fn get_metadata<'a>(
-        &'a mut self,
-        options: Option<&'a ArrowReaderOptions>,
-    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
-        async move {
-            let size = self.size;
-            let metadata = ParquetMetaDataReader::new()
-                .with_arrow_reader_options(options)
-                .with_prefetch_hint(Some(64 * 1024))
-                .load_and_finish(self, size)
-                .await?;
-            Ok(Arc::new(metadata))
-        }
-        .boxed()
-    }
-}
+pub use object::ObjectReader;
+pub use select::{FileAccess, FilePruner, ReadCount, ReadCounters, ScanHooks, Selection};
 
 /// How data files are decoded.
 ///
@@ -145,13 +89,15 @@ pub fn with_view_types(schema: &Schema) -> Schema {
 /// written under an older schema adapt: a column added since reads as
 /// null, a widened one is cast, a renamed one appears under its new name,
 /// and a dropped one is not read. The next file's footer is fetched while
-/// the current one is read.
+/// the current one is read. `hooks` may skip row groups and rows, and
+/// count what was read.
 pub(crate) fn read_files(
     table: &Arc<TableInner>,
     schema: &TableSchema,
     files: Vec<DataFile>,
     columns: Option<&[&str]>,
     options: ReadOptions,
+    hooks: ScanHooks,
 ) -> BoxStream<'static, Result<RecordBatch>> {
     let table = table.clone();
     let wanted: Vec<Column> = match columns {
@@ -176,8 +122,20 @@ pub(crate) fn read_files(
         None => schema.columns.clone(),
     };
     let output = Arc::new(output_schema(schema, &wanted, options.view_types));
+    let all = Arc::new(schema.columns.clone());
     futures::stream::iter(files)
-        .map(move |file| open_file(table.clone(), file, wanted.clone(), output.clone(), options))
+        .map(move |file| {
+            let opened = OpenFile {
+                table: table.clone(),
+                file,
+                wanted: wanted.clone(),
+                all: all.clone(),
+                output: output.clone(),
+                options,
+                hooks: hooks.clone(),
+            };
+            opened.open()
+        })
         .buffered(2)
         .try_flatten()
         .boxed()
@@ -210,34 +168,59 @@ fn field_id(field: &Field) -> Option<u32> {
         .and_then(|v| v.parse().ok())
 }
 
-async fn open_file(
+/// One file of a scan, before it is opened.
+struct OpenFile {
     table: Arc<TableInner>,
     file: DataFile,
     wanted: Vec<Column>,
+    /// Every column of the schema read with (a pruner may test columns
+    /// the scan does not return).
+    all: Arc<Vec<Column>>,
     output: SchemaRef,
     options: ReadOptions,
-) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-    let path = table.location.path(&file.path);
-    let mut reader = ObjectReader::new(table.location.store().clone(), path, file.size);
-    let rel = file.path.clone();
-    let mut metadata = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
-        .await
-        .map_err(|e| Error::parquet(&rel, e))?;
-    if options.view_types {
-        let hint = Arc::new(with_view_types(metadata.schema()));
-        metadata = ArrowReaderMetadata::try_new(
-            metadata.metadata().clone(),
-            ArrowReaderOptions::new().with_schema(hint),
-        )
-        .map_err(|e| Error::parquet(&rel, e))?;
-    }
-    // Where each wanted column is in the file: by field id; by name for
-    // files without ids.
-    let file_schema = metadata.schema().clone();
-    let has_ids = file_schema.fields().iter().any(|f| field_id(f).is_some());
-    let sources: Vec<Option<usize>> = wanted
-        .iter()
-        .map(|c| {
+    hooks: ScanHooks,
+}
+
+impl OpenFile {
+    async fn open(self) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        let Self {
+            table,
+            file,
+            wanted,
+            all,
+            output,
+            options,
+            hooks,
+        } = self;
+        let path = table.location.path(&file.path);
+        let mut reader = ObjectReader::new(table.location.store().clone(), path, file.size);
+        if let Some(c) = &hooks.counters {
+            reader = reader.counting(c.clone());
+        }
+        let rel = file.path.clone();
+        // The page index is optional: files written before logbook wrote it
+        // are read whole.
+        let index = match hooks.pruner.as_ref().is_some_and(|p| p.wants_page_index()) {
+            true => PageIndexPolicy::Optional,
+            false => PageIndexPolicy::Skip,
+        };
+        let load = ArrowReaderOptions::new().with_page_index_policy(index);
+        let mut metadata = ArrowReaderMetadata::load_async(&mut reader, load)
+            .await
+            .map_err(|e| Error::parquet(&rel, e))?;
+        if options.view_types {
+            let hint = Arc::new(with_view_types(metadata.schema()));
+            metadata = ArrowReaderMetadata::try_new(
+                metadata.metadata().clone(),
+                ArrowReaderOptions::new().with_schema(hint),
+            )
+            .map_err(|e| Error::parquet(&rel, e))?;
+        }
+        // Where each wanted column is in the file: by field id; by name for
+        // files without ids.
+        let file_schema = metadata.schema().clone();
+        let has_ids = file_schema.fields().iter().any(|f| field_id(f).is_some());
+        let find = |c: &Column| {
             file_schema.fields().iter().position(|f| {
                 if has_ids {
                     field_id(f) == Some(c.id)
@@ -245,25 +228,62 @@ async fn open_file(
                     f.name() == &c.name
                 }
             })
-        })
-        .collect();
-    let mut read: Vec<usize> = sources.iter().flatten().copied().collect();
-    read.sort_unstable();
-    read.dedup();
-    let mask = ProjectionMask::roots(metadata.parquet_schema(), read.iter().copied());
-    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
-        .with_batch_size(options.batch_size.max(1))
-        .with_projection(mask);
-    let stream = builder.build().map_err(|e| Error::parquet(&rel, e))?;
-    let adapt_rel = rel.clone();
-    Ok(stream
-        .map_err(move |e| Error::parquet(&rel, e))
-        .and_then(move |batch| {
-            let result = adapt(&batch, &read, &sources, &output)
-                .map_err(|e| Error::arrow(format!("table file {adapt_rel}"), e));
-            futures::future::ready(result)
-        })
-        .boxed())
+        };
+        let sources: Vec<Option<usize>> = wanted.iter().map(find).collect();
+        let mut read: Vec<usize> = sources.iter().flatten().copied().collect();
+        read.sort_unstable();
+        read.dedup();
+        let mask = ProjectionMask::roots(metadata.parquet_schema(), read.iter().copied());
+        let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
+            .with_batch_size(options.batch_size.max(1))
+            .with_projection(mask);
+        let row_groups = builder.metadata().num_row_groups();
+        let selection = match &hooks.pruner {
+            Some(pruner) => {
+                let columns: Vec<(String, usize)> = all
+                    .iter()
+                    .filter_map(|c| find(c).map(|i| (c.name.clone(), i)))
+                    .collect();
+                let access = FileAccess {
+                    path: &rel,
+                    columns: &columns,
+                    builder: &mut builder,
+                };
+                pruner.select(access).await?
+            }
+            None => Selection::all(),
+        };
+        let kept = selection
+            .row_groups
+            .as_ref()
+            .map_or(row_groups, |rgs| rgs.len());
+        if let Some(c) = &hooks.counters {
+            c.add_file(row_groups as u64, kept as u64);
+        }
+        if kept == 0 {
+            return Ok(futures::stream::empty().boxed());
+        }
+        if let Some(rgs) = selection.row_groups {
+            builder = builder.with_row_groups(rgs);
+        }
+        if let Some(rows) = selection.rows {
+            builder = builder.with_row_selection(rows);
+        }
+        let stream = builder.build().map_err(|e| Error::parquet(&rel, e))?;
+        let adapt_rel = rel.clone();
+        let counters = hooks.counters;
+        Ok(stream
+            .map_err(move |e| Error::parquet(&rel, e))
+            .and_then(move |batch| {
+                if let Some(c) = &counters {
+                    c.add_rows(batch.num_rows() as u64);
+                }
+                let result = adapt(&batch, &read, &sources, &output)
+                    .map_err(|e| Error::arrow(format!("table file {adapt_rel}"), e));
+                futures::future::ready(result)
+            })
+            .boxed())
+    }
 }
 
 /// Build a batch of `output` from a batch holding the file columns `read`

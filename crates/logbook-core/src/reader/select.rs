@@ -1,0 +1,172 @@
+//! What a scan may skip inside a data file, decided by the caller.
+//!
+//! Core knows no expression language, so the decision is a hook: after a
+//! file's footer (and, when asked for, its page index) is read, a
+//! [`FilePruner`] sees the footer through a [`FileAccess`] that names each
+//! table column's place in the file by field id, may fetch bloom filters,
+//! and returns a [`Selection`]: the row groups to read and, within them,
+//! the rows. The query layer implements it with DataFusion's pruning
+//! predicates (`logbook_datafusion::prune`). Skipped row groups and pages
+//! are never fetched; [`ReadCounters`] says what was.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arrow_schema::SchemaRef;
+use futures::future::BoxFuture;
+use parquet::arrow::arrow_reader::RowSelection;
+use parquet::arrow::ParquetRecordBatchStreamBuilder;
+use parquet::bloom_filter::Sbbf;
+use parquet::file::metadata::ParquetMetaData;
+use parquet::schema::types::SchemaDescriptor;
+
+use super::object::ObjectReader;
+use crate::error::{Error, Result};
+
+/// Chooses the row groups and rows of a file a scan reads.
+pub trait FilePruner: Send + Sync + fmt::Debug {
+    /// Load the page index (column and offset indexes) with the footer, so
+    /// that [`FileAccess::metadata`] carries page-level bounds.
+    fn wants_page_index(&self) -> bool;
+
+    /// Decide what to read of one file. Returning [`Selection::all`] reads
+    /// everything; a selection must keep every row that may match.
+    fn select<'a>(&'a self, file: FileAccess<'a>) -> BoxFuture<'a, Result<Selection>>;
+}
+
+/// What to read of one file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Selection {
+    /// Row groups to read, ascending (`None`: all).
+    pub row_groups: Option<Vec<usize>>,
+    /// Rows to read within those row groups, in their order (`None`: all).
+    pub rows: Option<RowSelection>,
+}
+
+impl Selection {
+    /// Read the whole file.
+    pub fn all() -> Self {
+        Self::default()
+    }
+}
+
+/// One opened file as a [`FilePruner`] sees it.
+pub struct FileAccess<'a> {
+    pub(crate) path: &'a str,
+    /// `(table column, index of its field in the file's Arrow schema)`.
+    pub(crate) columns: &'a [(String, usize)],
+    pub(crate) builder: &'a mut ParquetRecordBatchStreamBuilder<ObjectReader>,
+}
+
+impl FileAccess<'_> {
+    /// The file's path, relative to the table root.
+    pub fn path(&self) -> &str {
+        self.path
+    }
+
+    /// The footer, with the page index when it was asked for and written.
+    pub fn metadata(&self) -> &Arc<ParquetMetaData> {
+        self.builder.metadata()
+    }
+
+    /// The file's own Arrow schema (its names, which may be older names).
+    pub fn schema(&self) -> &SchemaRef {
+        self.builder.schema()
+    }
+
+    /// The file's Parquet schema.
+    pub fn parquet_schema(&self) -> &SchemaDescriptor {
+        self.builder.parquet_schema()
+    }
+
+    /// Where the table column `name` is in [`FileAccess::schema`], matched
+    /// by field id (`None`: the file predates the column).
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.columns
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, i)| *i)
+    }
+
+    /// The bloom filter of table column `name` in row group `row_group`, if
+    /// the file has one (fetched from the store: call only when it helps).
+    pub async fn bloom_filter(&mut self, row_group: usize, name: &str) -> Result<Option<Sbbf>> {
+        let Some(field) = self.column(name) else {
+            return Ok(None);
+        };
+        let schema = self.builder.parquet_schema();
+        let mut leaves =
+            (0..schema.num_columns()).filter(|l| schema.get_column_root_idx(*l) == field);
+        let (Some(leaf), None) = (leaves.next(), leaves.next()) else {
+            return Ok(None); // a nested column: no single filter
+        };
+        self.builder
+            .get_row_group_column_bloom_filter(row_group, leaf)
+            .await
+            .map_err(|e| Error::parquet(self.path, e))
+    }
+}
+
+/// What scans read, summed over every file they opened.
+#[derive(Debug, Default)]
+pub struct ReadCounters {
+    bytes: AtomicU64,
+    files: AtomicU64,
+    row_groups: AtomicU64,
+    row_groups_read: AtomicU64,
+    rows_read: AtomicU64,
+}
+
+/// A copy of [`ReadCounters`] at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadCount {
+    /// Bytes fetched from the store (footers, indexes, filters, pages).
+    pub bytes: u64,
+    /// Files opened.
+    pub files: u64,
+    /// Row groups in those files.
+    pub row_groups: u64,
+    /// Row groups read (not skipped).
+    pub row_groups_read: u64,
+    /// Rows decoded from those row groups.
+    pub rows_read: u64,
+}
+
+impl ReadCounters {
+    pub(crate) fn add_bytes(&self, n: u64) {
+        self.bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_file(&self, row_groups: u64, row_groups_read: u64) {
+        self.files.fetch_add(1, Ordering::Relaxed);
+        self.row_groups.fetch_add(row_groups, Ordering::Relaxed);
+        self.row_groups_read
+            .fetch_add(row_groups_read, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_rows(&self, n: u64) {
+        self.rows_read.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The counts so far.
+    pub fn get(&self) -> ReadCount {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ReadCount {
+            bytes: l(&self.bytes),
+            files: l(&self.files),
+            row_groups: l(&self.row_groups),
+            row_groups_read: l(&self.row_groups_read),
+            rows_read: l(&self.rows_read),
+        }
+    }
+}
+
+/// Optional parts of a scan: a pruner, and counters to add to.
+#[derive(Debug, Clone, Default)]
+pub struct ScanHooks {
+    /// Skips row groups and rows that cannot match.
+    pub pruner: Option<Arc<dyn FilePruner>>,
+    /// Where to count what was read.
+    pub counters: Option<Arc<ReadCounters>>,
+}

@@ -1,0 +1,105 @@
+//! The one predicate every level prunes with, built once per scan.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arrow_schema::SchemaRef;
+use datafusion::catalog::Session;
+use datafusion::common::DFSchema;
+use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::Expr;
+use datafusion::physical_expr::utils::{collect_columns, conjunction};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
+
+/// A scan's pushed-down filters as pruning predicates over the table's
+/// columns (by their current names; files are matched by field id).
+#[derive(Debug)]
+pub(crate) struct ScanPredicate {
+    /// The conjunction of every filter that could be planned.
+    pub(crate) whole: Arc<PruningPredicate>,
+    /// One predicate per conjunct that tests a single column. Pages of
+    /// different columns start at different rows, so the page index is
+    /// consulted column by column and the row selections intersected
+    /// (DataFusion's own Parquet source does the same).
+    pub(crate) per_column: Vec<(String, Arc<PruningPredicate>)>,
+    pub(crate) counts: PruneCounts,
+}
+
+impl ScanPredicate {
+    /// `None` when no filter can prune (none given, or none plannable).
+    /// A filter DataFusion cannot plan on its own (a subquery) is left out,
+    /// which only prunes less: DataFusion still applies every filter.
+    pub(crate) fn new(filters: &[Expr], schema: &SchemaRef, state: &dyn Session) -> Option<Self> {
+        let df_schema = DFSchema::try_from(schema.as_ref().clone()).ok()?;
+        let conjuncts: Vec<Arc<dyn PhysicalExpr>> = filters
+            .iter()
+            .flat_map(split_conjunction)
+            .filter_map(|e| state.create_physical_expr(e.clone(), &df_schema).ok())
+            .collect();
+        if conjuncts.is_empty() {
+            return None;
+        }
+        let build = |e: Arc<dyn PhysicalExpr>| {
+            PruningPredicateBuilder::new()
+                .with_file_schema(schema.clone())
+                .build(e)
+        };
+        let per_column = conjuncts
+            .iter()
+            .filter_map(|e| {
+                let columns = collect_columns(e);
+                let mut names = columns.iter().map(|c| c.name().to_string());
+                match (names.next(), names.next()) {
+                    (Some(name), None) => build(e.clone()).map(|p| (name, p)),
+                    _ => None,
+                }
+            })
+            .collect();
+        let whole = build(conjunction(conjuncts))?;
+        Some(Self {
+            whole,
+            per_column,
+            counts: PruneCounts::default(),
+        })
+    }
+}
+
+/// What pruning skipped, for `EXPLAIN ANALYZE`.
+#[derive(Debug, Default)]
+pub(crate) struct PruneCounts {
+    pub(crate) files: AtomicU64,
+    pub(crate) row_groups_by_statistics: AtomicU64,
+    pub(crate) row_groups_by_bloom_filter: AtomicU64,
+    pub(crate) row_groups_by_page_index: AtomicU64,
+    pub(crate) pages: AtomicU64,
+    pub(crate) pages_pruned: AtomicU64,
+}
+
+impl PruneCounts {
+    pub(crate) fn add(counter: &AtomicU64, n: usize) {
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// `(metric name, value)` pairs.
+    pub(crate) fn values(&self) -> [(&'static str, u64); 6] {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        [
+            ("files_pruned", l(&self.files)),
+            (
+                "row_groups_pruned_statistics",
+                l(&self.row_groups_by_statistics),
+            ),
+            (
+                "row_groups_pruned_bloom_filter",
+                l(&self.row_groups_by_bloom_filter),
+            ),
+            (
+                "row_groups_pruned_page_index",
+                l(&self.row_groups_by_page_index),
+            ),
+            ("pages_tested", l(&self.pages)),
+            ("pages_pruned", l(&self.pages_pruned)),
+        ]
+    }
+}
