@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
+use arrow_array::{Array, UInt32Array};
 use logbook::query::datafusion::physical_plan::{collect, ExecutionPlan};
 use logbook::query::datafusion::prelude::SessionContext;
 use logbook::query::LogbookTableProvider;
 use logbook::schema::SchemaChange;
-use logbook::Table;
+use logbook::{RunInfo, StorageLocation, Table, TableProperties, TableSchema};
 
 use crate::common::*;
 
@@ -125,4 +126,153 @@ async fn a_renamed_column_prunes_old_files_by_field_id() {
     assert_eq!(counts["files_pruned"], 9, "{counts:?}");
     let (n, _) = run(&t, "SELECT count(*) FROM t WHERE id = 'x-4321'").await;
     assert_eq!(n, 1);
+}
+
+/// A table of `SPEC` with `properties`, its ids written in a scrambled
+/// order over 4 row groups of one date.
+async fn scrambled(name: &str, properties: TableProperties) -> Table {
+    scrambled_in(name, properties, 40_000).await
+}
+
+/// [`scrambled`], handed to the writer `chunk` rows at a time.
+async fn scrambled_in(name: &str, properties: TableProperties, chunk: usize) -> Table {
+    let mut opts = options();
+    opts.max_row_group_rows = 10_000;
+    let loc = StorageLocation::parse("memory://")
+        .unwrap()
+        .child(name)
+        .unwrap();
+    let schema = TableSchema::parse_spec(name, SPEC, "date").unwrap();
+    let t = Table::create_with_properties(loc, name, schema, properties, opts)
+        .await
+        .unwrap();
+    let d = date("2026-03-01");
+    let b = batch(d, 0..40_000, "x");
+    // A permutation of 0..40,000 (7,919 is prime to it).
+    let order = UInt32Array::from_iter_values((0..40_000u32).map(|i| i * 7_919 % 40_000));
+    let b = logbook::query::datafusion::arrow::compute::take_record_batch(&b, &order).unwrap();
+    let mut w = t.replace_partition(d, RunInfo::new("r")).await.unwrap();
+    for at in (0..b.num_rows()).step_by(chunk) {
+        w.write(&b.slice(at, chunk.min(b.num_rows() - at)))
+            .await
+            .unwrap();
+    }
+    w.commit().await.unwrap();
+    t
+}
+
+fn schema() -> TableSchema {
+    TableSchema::parse_spec("t", SPEC, "date").unwrap()
+}
+
+#[tokio::test]
+async fn a_bloom_filter_skips_row_groups_bounds_cannot() {
+    let plain = scrambled("plain", TableProperties::default()).await;
+    let with = TableProperties::default()
+        .with_bloom_filters("bloom", &schema(), &["name"])
+        .unwrap();
+    let bloom = scrambled("bloom", with).await;
+    // Every row group's bounds on `name` span nearly all values.
+    let sql = "SELECT count(*) FROM t WHERE name = 'x-31337'";
+    let (n, without) = run(&plain, sql).await;
+    assert_eq!(n, 1);
+    assert_eq!(without["row_groups_read"], 4, "{without:?}");
+    let (n, counts) = run(&bloom, sql).await;
+    assert_eq!(n, 1);
+    assert_eq!(counts["row_groups_pruned_bloom_filter"], 3, "{counts:?}");
+    assert_eq!(counts["row_groups_read"], 1, "{counts:?}");
+}
+
+#[tokio::test]
+async fn a_sorted_table_reads_fewer_rows_for_the_same_filter() {
+    let unsorted = scrambled("unsorted", TableProperties::default()).await;
+    let with = TableProperties::default()
+        .with_sort_by("sorted", &schema(), &["id"])
+        .unwrap();
+    let sorted = scrambled("sorted", with).await;
+    let sql = "SELECT count(*) FROM t WHERE id BETWEEN 31000 AND 31099";
+    let (n, a) = run(&unsorted, sql).await;
+    assert_eq!(n, 100);
+    let (m, b) = run(&sorted, sql).await;
+    assert_eq!(m, 100);
+    // Unsorted, every row group spans nearly all ids.
+    assert_eq!(a["rows_read"], 40_000, "unsorted: {a:?}");
+    // Sorted (the writer got all rows in one batch, so they were sorted
+    // together and each row group holds one range of ids).
+    assert_eq!(b["row_groups_pruned_statistics"], 3, "sorted: {b:?}");
+    assert!(b["rows_read"] <= 10_000, "sorted: {b:?}");
+}
+
+#[tokio::test]
+async fn layout_columns_must_be_columns_of_the_table() {
+    let err = TableProperties::default()
+        .with_sort_by("orders", &schema(), &["customer"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("orders") && err.contains("customer"), "{err}");
+    let err = TableProperties::default()
+        .with_bloom_filters("orders", &schema(), &["id", "id"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("named twice"), "{err}");
+    // Ids set by hand are checked when the table is created: nothing is
+    // written.
+    let store = StorageLocation::parse("memory://").unwrap();
+    let loc = store.child("orders").unwrap();
+    let props = TableProperties {
+        sort_by: vec![99],
+        ..Default::default()
+    };
+    let err = Table::create_with_properties(loc.clone(), "orders", schema(), props, options())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("orders") && err.contains("field id 99"),
+        "{err}"
+    );
+    let listed: Vec<_> = futures::TryStreamExt::try_collect::<Vec<_>>(loc.store().list(None))
+        .await
+        .unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
+}
+
+#[tokio::test]
+async fn a_sorted_table_written_in_small_batches_sorts_each_row_group_and_keeps_every_row() {
+    let with = TableProperties::default()
+        .with_sort_by("sorted", &schema(), &["name", "id"])
+        .unwrap();
+    let t = scrambled_in("sorted", with, 999).await;
+    let (n, _) = run(&t, "SELECT count(DISTINCT id) FROM t").await;
+    assert_eq!(n, 40_000);
+    let file = &latest_partition(&t, date("2026-03-01")).await.files[0];
+    let bytes = object_bytes(&t, &file.path).await;
+    let reader =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap();
+    assert_eq!(reader.metadata().num_row_groups(), 4);
+    let mut row = 0;
+    let groups: Vec<i64> = reader
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|g| g.num_rows())
+        .collect();
+    let names: Vec<String> = reader
+        .build()
+        .unwrap()
+        .flat_map(|b| {
+            let b = b.unwrap();
+            let names = b.column(2).as_string::<i32>().clone();
+            (0..names.len()).map(move |i| names.value(i).to_string())
+        })
+        .collect();
+    for rows in groups {
+        let group = &names[row..row + rows as usize];
+        assert!(
+            group.windows(2).all(|w| w[0] <= w[1]),
+            "a row group out of order"
+        );
+        row += rows as usize;
+    }
+    assert_eq!(row, 40_000);
 }

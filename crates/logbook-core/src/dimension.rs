@@ -170,7 +170,7 @@ impl Table {
 
             let dir = layout::dimension_dir(inner.options.ids.next_id());
             lease.hold(&dir).await;
-            let mut staged = StagedFiles::new(inner.clone(), dir, schema.file_schema());
+            let mut staged = StagedFiles::new(inner.clone(), dir, &schema, base.properties());
             let mut rows = 0u64;
             for batch in state.to_batches(BATCH_ROWS)? {
                 rows += batch.num_rows() as u64;

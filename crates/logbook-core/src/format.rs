@@ -18,6 +18,7 @@ use chrono::{Datelike, NaiveDate};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::error::Result;
 use crate::schema::TableSchema;
 
 /// Format version written in every log entry and root manifest.
@@ -281,6 +282,65 @@ pub struct TableProperties {
     /// other engines read the table (see the `mirror` module).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mirror: Option<Mirror>,
+    /// Field ids of the columns each row group is sorted by (ascending,
+    /// nulls first), so that a row group's and a page's bounds are narrow
+    /// and filters on them skip most of the data. Set by name with
+    /// [`TableProperties::with_sort_by`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sort_by: Vec<u32>,
+    /// Field ids of the columns whose data files carry a bloom filter, so
+    /// that an equality or `IN` lookup skips row groups that cannot hold
+    /// the value. Set by name with [`TableProperties::with_bloom_filters`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bloom_filters: Vec<u32>,
+}
+
+impl TableProperties {
+    /// Sort each row group by the columns `names` of table `table`, whose
+    /// schema is `schema`.
+    pub fn with_sort_by(
+        mut self,
+        table: &str,
+        schema: &TableSchema,
+        names: &[&str],
+    ) -> Result<Self> {
+        self.sort_by = schema.field_ids(table, names, "sort by")?;
+        Ok(self)
+    }
+
+    /// Every sort and bloom filter column is a column of `schema`, else an
+    /// error naming the field id (ids set by hand, not by name).
+    pub fn check_columns(&self, table: &str, schema: &TableSchema) -> Result<()> {
+        for (what, ids) in [
+            ("sort by", &self.sort_by),
+            ("bloom filter", &self.bloom_filters),
+        ] {
+            if let Some(id) = ids
+                .iter()
+                .find(|id| !schema.columns.iter().any(|c| c.id == **id))
+            {
+                return Err(crate::error::Error::InvalidSchema {
+                    table: table.to_string(),
+                    reason: format!(
+                        "{what}: no column has field id {id} (columns: {})",
+                        schema.spec()
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Write bloom filters for the columns `names` of table `table`.
+    pub fn with_bloom_filters(
+        mut self,
+        table: &str,
+        schema: &TableSchema,
+        names: &[&str],
+    ) -> Result<Self> {
+        self.bloom_filters = schema.field_ids(table, names, "bloom filter")?;
+        Ok(self)
+    }
 }
 
 /// A mirror that is on: which format, and how its versions map to logbook's.
@@ -360,6 +420,11 @@ pub struct PropertiesChange {
     pub depends_on_previous: Option<bool>,
     /// Turn a mirror on or off.
     pub mirror: Option<MirrorChange>,
+    /// New sort columns by field id (empty: unsorted). Files written
+    /// before keep their order.
+    pub sort_by: Option<Vec<u32>>,
+    /// New bloom filter columns by field id (empty: none).
+    pub bloom_filters: Option<Vec<u32>>,
 }
 
 /// Turning a mirror on or off.
@@ -391,6 +456,14 @@ impl PropertiesChange {
                     first,
                 }),
             },
+            sort_by: self
+                .sort_by
+                .clone()
+                .unwrap_or_else(|| properties.sort_by.clone()),
+            bloom_filters: self
+                .bloom_filters
+                .clone()
+                .unwrap_or_else(|| properties.bloom_filters.clone()),
         }
     }
 

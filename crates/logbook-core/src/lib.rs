@@ -18,6 +18,7 @@ mod commit;
 pub mod dates;
 pub mod dimension;
 pub mod error;
+mod file_layout;
 mod file_stats;
 pub mod format;
 mod handle;

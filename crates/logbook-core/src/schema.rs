@@ -515,6 +515,27 @@ impl TableSchema {
         self.columns.iter().find(|c| c.name == name)
     }
 
+    /// The field ids of the columns `names` of table `table`, for a table
+    /// property named `what`; an unknown or repeated column is an error
+    /// naming it.
+    pub fn field_ids(&self, table: &str, names: &[&str], what: &str) -> Result<Vec<u32>> {
+        let mut ids = Vec::with_capacity(names.len());
+        for name in names {
+            let column = self.column(name).ok_or_else(|| Error::InvalidSchema {
+                table: table.to_string(),
+                reason: format!("{what}: no column {name:?} (columns: {})", self.spec()),
+            })?;
+            if ids.contains(&column.id) {
+                return Err(Error::InvalidSchema {
+                    table: table.to_string(),
+                    reason: format!("{what}: column {name:?} is named twice"),
+                });
+            }
+            ids.push(column.id);
+        }
+        Ok(ids)
+    }
+
     /// Index of the column `name`.
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.name == name)

@@ -9,12 +9,12 @@ use arrow_schema::SchemaRef;
 use object_store::buffered::BufWriter;
 use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::AsyncArrowWriter;
-use parquet::basic::Compression;
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use crate::error::{Error, Result};
-use crate::format::DataFile;
+use crate::file_layout::FileLayout;
+use crate::format::{DataFile, TableProperties};
 use crate::handle::TableInner;
+use crate::schema::TableSchema;
 
 /// Files being written under one staging directory.
 pub(crate) struct StagedFiles {
@@ -24,6 +24,11 @@ pub(crate) struct StagedFiles {
     open: Option<OpenFile>,
     files: Vec<DataFile>,
     target_file_size: usize,
+    layout: FileLayout,
+    /// Rows waiting to be sorted into the next row group (sorted tables).
+    pending: Vec<RecordBatch>,
+    pending_rows: usize,
+    pending_bytes: usize,
 }
 
 struct OpenFile {
@@ -36,13 +41,23 @@ struct OpenFile {
 }
 
 impl StagedFiles {
-    pub fn new(table: Arc<TableInner>, dir: String, schema: SchemaRef) -> Self {
+    /// Files of `schema` laid out as `properties` say (see `file_layout`).
+    pub fn new(
+        table: Arc<TableInner>,
+        dir: String,
+        schema: &TableSchema,
+        properties: &TableProperties,
+    ) -> Self {
         Self {
             dir,
-            schema,
+            schema: schema.file_schema(),
             open: None,
             files: Vec::new(),
             target_file_size: table.options.target_file_size,
+            layout: FileLayout::new(schema, properties),
+            pending: Vec::new(),
+            pending_rows: 0,
+            pending_bytes: 0,
             table,
         }
     }
@@ -65,10 +80,59 @@ impl StagedFiles {
 
     /// Append `batch` (already in the table's schema), rolling files at the
     /// table's target size and row limit. Columns are stored under their
-    /// file names (`schema` is a [`crate::schema::TableSchema::file_schema`]).
+    /// file names ([`crate::schema::TableSchema::file_schema`]). A sorted
+    /// table's rows are buffered until a row group's worth is sorted.
     pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        let batch = &RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
+        let batch = RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
             .map_err(|e| Error::arrow(&self.dir, e))?;
+        if !self.layout.sorts() {
+            return self.write_rows(&batch).await;
+        }
+        let opts = &self.table.options;
+        self.pending_rows += batch.num_rows();
+        self.pending_bytes += batch.get_array_memory_size();
+        self.pending.push(batch);
+        if self.pending_rows >= opts.max_row_group_rows
+            || self.pending_bytes >= opts.row_group_bytes
+        {
+            self.write_sorted(false).await?;
+        }
+        Ok(())
+    }
+
+    /// Sort the buffered rows and write them as whole row groups; rows
+    /// beyond the last full row group (the largest keys) stay buffered,
+    /// unless `all`.
+    async fn write_sorted(&mut self, all: bool) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let sorted = self.layout.sorted(&self.schema, &self.pending, &self.dir)?;
+        let group = self.table.options.max_row_group_rows.max(1);
+        let full = match all || self.pending_bytes >= self.table.options.row_group_bytes {
+            true => sorted.num_rows(),
+            false => sorted.num_rows() / group * group,
+        };
+        let rest = sorted.slice(full, sorted.num_rows() - full);
+        self.pending_rows = rest.num_rows();
+        self.pending_bytes = rest.get_array_memory_size();
+        self.pending = vec![rest];
+        for at in (0..full).step_by(group) {
+            self.write_rows(&sorted.slice(at, group.min(full - at)))
+                .await?;
+            if let Some(f) = self.open.as_mut() {
+                if f.writer.in_progress_size() > 0 {
+                    f.writer
+                        .flush()
+                        .await
+                        .map_err(|e| Error::parquet(&f.relative, e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn write_rows(&mut self, batch: &RecordBatch) -> Result<()> {
         let max_rows = self.table.options.max_rows_per_file as u64;
         let mut offset = 0usize;
         while offset < batch.num_rows() {
@@ -111,6 +175,7 @@ impl StagedFiles {
 
     /// Close the open file and return every file written.
     pub async fn finish(mut self) -> Result<Vec<DataFile>> {
+        self.write_sorted(true).await?;
         self.close_file().await?;
         Ok(std::mem::take(&mut self.files))
     }
@@ -131,14 +196,7 @@ impl StagedFiles {
         let relative = format!("{}/part-{:05}.parquet", self.dir, self.files.len());
         let path = self.table.location.path(&relative);
         let sink = BufWriter::with_capacity(self.table.location.store().clone(), path, 16 << 20);
-        let props = WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            // Bounds per page, written as the page index (column and offset
-            // indexes): what lets a reader skip pages, not just row groups.
-            .set_statistics_enabled(EnabledStatistics::Page)
-            .set_max_row_group_row_count(Some(opts.max_row_group_rows))
-            .set_created_by(format!("logbook {}", env!("CARGO_PKG_VERSION")))
-            .build();
+        let props = self.layout.writer_properties(opts);
         let writer = AsyncArrowWriter::try_new(sink, self.schema.clone(), Some(props))
             .map_err(|e| Error::parquet(&relative, e))?;
         Ok(OpenFile {

@@ -83,6 +83,7 @@ impl Table {
                         .into(),
             });
         }
+        properties.check_columns(name, &schema)?;
         let inner = Arc::new(TableInner::new(name, location, options));
         inner.ensure_put_if_absent().await?;
         let commit_id = inner.options.ids.next_id();
@@ -267,10 +268,19 @@ impl Table {
         if change.is_empty() {
             return Err(Error::InvalidInput {
                 table: self.inner.name.clone(),
-                reason: "nothing to change: give a schedule start or a chain setting".into(),
+                reason: "nothing to change: give a schedule start, a chain setting, sort columns or bloom filter columns".into(),
             });
         }
-        let base = self.latest_version().await?;
+        // Only the columns this change names: one dropped since an earlier
+        // change named it is ignored by writers, and must not block others.
+        let head = self.latest().await?;
+        let named = TableProperties {
+            sort_by: change.sort_by.clone().unwrap_or_default(),
+            bloom_filters: change.bloom_filters.clone().unwrap_or_default(),
+            ..Default::default()
+        };
+        named.check_columns(&self.inner.name, head.schema())?;
+        let base = head.version();
         let run = RunInfo::new(format!("alter-{}", self.inner.options.ids.next_id()));
         let pending = PendingCommit::new(base, run, Change::Properties(change));
         crate::commit::commit(&self.inner, pending)

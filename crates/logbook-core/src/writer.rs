@@ -88,7 +88,7 @@ impl PartitionWriter {
             });
         };
         let dir = layout::staging_dir(&partition_column, date, table.options.ids.next_id());
-        let staged = StagedFiles::new(table.clone(), dir, base.schema().file_schema());
+        let staged = StagedFiles::new(table.clone(), dir, base.schema(), base.properties());
         let now = table.options.clock.now_millis();
         let marker = RunMarker {
             date,

@@ -43,7 +43,9 @@ impl Warehouse {
     /// Create a table: a fact table partitioned by the date column
     /// `partition_by`, or a dimension (SCD2) keyed by `scd2_keys`.
     /// `mirror="delta"` keeps a Delta Lake log beside logbook's.
-    #[pyo3(signature = (name, schema, partition_by=None, scd2_keys=None, schedule_start=None, depends_on_previous=false, mirror=None))]
+    /// `sort_by` sorts each row group by those columns and `bloom_filters`
+    /// writes bloom filters for those, so that filters on them skip data.
+    #[pyo3(signature = (name, schema, partition_by=None, scd2_keys=None, schedule_start=None, depends_on_previous=false, mirror=None, sort_by=None, bloom_filters=None))]
     #[allow(clippy::too_many_arguments)]
     fn create_table(
         &self,
@@ -55,6 +57,8 @@ impl Warehouse {
         schedule_start: Option<&str>,
         depends_on_previous: bool,
         mirror: Option<&str>,
+        sort_by: Option<Vec<String>>,
+        bloom_filters: Option<Vec<String>>,
     ) -> PyResult<Table> {
         let mirror = mirror
             .map(|m| {
@@ -85,7 +89,18 @@ impl Warehouse {
                 .transpose()?,
             depends_on_previous,
             mirror,
+            ..Default::default()
         };
+        let (sort_by, bloom_filters) = (
+            sort_by.unwrap_or_default(),
+            bloom_filters.unwrap_or_default(),
+        );
+        let sort_by: Vec<&str> = sort_by.iter().map(String::as_str).collect();
+        let bloom_filters: Vec<&str> = bloom_filters.iter().map(String::as_str).collect();
+        let properties = properties
+            .with_sort_by(name, &schema, &sort_by)
+            .and_then(|p| p.with_bloom_filters(name, &schema, &bloom_filters))
+            .map_err(errors::core)?;
         let table = wait(py, || {
             self.inner
                 .create_table_with_properties(name, schema, properties)

@@ -35,6 +35,31 @@ pub struct Args {
     /// current snapshot.
     #[arg(long, group = "change", value_name = "delta|none")]
     mirror: Option<String>,
+    /// Sort each row group of files written from now on by these columns
+    /// (comma-separated; `none`: unsorted).
+    #[arg(long, group = "change", value_name = "COLUMNS|none")]
+    sort_by: Option<String>,
+    /// Write bloom filters for these columns in files written from now on
+    /// (comma-separated; `none`: no filters).
+    #[arg(long, group = "change", value_name = "COLUMNS|none")]
+    bloom_filter: Option<String>,
+}
+
+/// The field ids a `--sort-by`/`--bloom-filter` value names (`none`: none).
+fn layout_ids(
+    table: &logbook_core::Table,
+    schema: &logbook_core::TableSchema,
+    value: &Option<String>,
+    what: &str,
+) -> Result<Option<Vec<u32>>, CliError> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    if value.trim() == "none" {
+        return Ok(Some(Vec::new()));
+    }
+    let names: Vec<&str> = value.split(',').map(str::trim).collect();
+    Ok(Some(schema.field_ids(table.name(), &names, what)?))
 }
 
 /// The schema change the arguments ask for, if any.
@@ -68,8 +93,11 @@ fn schema_change(table: &str, args: &Args) -> Result<Option<SchemaChange>, CliEr
     .iter()
     .filter(|f| **f)
     .count();
-    let property_flags =
-        args.schedule_start.is_some() || args.depends_on_previous || args.no_depends_on_previous;
+    let property_flags = args.schedule_start.is_some()
+        || args.depends_on_previous
+        || args.no_depends_on_previous
+        || args.sort_by.is_some()
+        || args.bloom_filter.is_some();
     if schema_flags > 1 || (schema_flags == 1 && property_flags) {
         return Err(CliError::Input(format!(
             "table {table}: give one schema change per alter, apart from schedule changes (each is its own commit)"
@@ -107,7 +135,11 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         return Ok(());
     }
     if let Some(mirror) = &args.mirror {
-        if args.schedule_start.is_some() || args.depends_on_previous || args.no_depends_on_previous
+        if args.schedule_start.is_some()
+            || args.depends_on_previous
+            || args.no_depends_on_previous
+            || args.sort_by.is_some()
+            || args.bloom_filter.is_some()
         {
             return Err(CliError::Input(format!(
                 "table {}: --mirror is its own commit; change the schedule or chain separately",
@@ -132,6 +164,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         );
         return Ok(());
     }
+    let schema = table.latest().await?.schema().clone();
     let change = PropertiesChange {
         schedule_start: args.schedule_start,
         depends_on_previous: match (args.depends_on_previous, args.no_depends_on_previous) {
@@ -140,6 +173,8 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
             _ => None,
         },
         mirror: None,
+        sort_by: layout_ids(&table, &schema, &args.sort_by, "sort by")?,
+        bloom_filters: layout_ids(&table, &schema, &args.bloom_filter, "bloom filter")?,
     };
     let info = table.alter(change).await?;
     let props = table.at_version(info.version).await?.properties().clone();
@@ -156,5 +191,24 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
             "dates are independent"
         }
     );
+    let names = |ids: &[u32]| -> String {
+        let names: Vec<&str> = ids
+            .iter()
+            .filter_map(|id| schema.columns.iter().find(|c| c.id == *id))
+            .map(|c| c.name.as_str())
+            .collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(",")
+        }
+    };
+    if args.sort_by.is_some() || args.bloom_filter.is_some() {
+        println!(
+            "new files: sorted by {}; bloom filters on {}",
+            names(&props.sort_by),
+            names(&props.bloom_filters)
+        );
+    }
     Ok(())
 }

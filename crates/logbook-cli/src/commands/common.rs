@@ -89,3 +89,8 @@ pub fn expectation(
         ))),
     }
 }
+
+/// The names of `values`, borrowed.
+pub fn names(values: &[String]) -> Vec<&str> {
+    values.iter().map(String::as_str).collect()
+}

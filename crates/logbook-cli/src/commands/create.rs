@@ -32,6 +32,14 @@ pub struct Args {
     /// Trino, DuckDB, polars and deltalake read the table.
     #[arg(long, value_name = "delta|none")]
     mirror: Option<String>,
+    /// Sort each row group by these columns (comma-separated): filters on
+    /// them then skip most row groups and pages.
+    #[arg(long, value_delimiter = ',', value_name = "COLUMNS")]
+    sort_by: Vec<String>,
+    /// Write a bloom filter for these columns (comma-separated): an
+    /// equality or IN lookup skips row groups that cannot hold the value.
+    #[arg(long, value_delimiter = ',', value_name = "COLUMNS")]
+    bloom_filter: Vec<String>,
 }
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
@@ -62,7 +70,15 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         schedule_start: args.schedule_start,
         depends_on_previous: args.depends_on_previous,
         mirror: mirror.map(logbook_core::Mirror::from_creation),
+        ..Default::default()
     };
+    let properties = properties
+        .with_sort_by(&args.table, &schema, &super::common::names(&args.sort_by))?
+        .with_bloom_filters(
+            &args.table,
+            &schema,
+            &super::common::names(&args.bloom_filter),
+        )?;
     let table = warehouse
         .create_table_with_properties(&args.table, schema.clone(), properties)
         .await?;

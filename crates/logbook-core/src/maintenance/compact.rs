@@ -296,7 +296,7 @@ async fn rewrite(
         files.extend_from_slice(&plan.files[next..a]);
         let dir = layout::staging_dir(column, plan.date, table.options.ids.next_id());
         lease.hold(&dir).await;
-        let mut staged = StagedFiles::new(table.clone(), dir, snap.schema().file_schema())
+        let mut staged = StagedFiles::new(table.clone(), dir, snap.schema(), snap.properties())
             .with_target_file_size(target);
         let mut batches = snap.scan_files(plan.files[a..b].to_vec(), None, ReadOptions::default());
         let mut failed = None;
