@@ -1,11 +1,16 @@
 //! logbook's side of the as-of join comparison with DuckDB.
 //!
-//! `asof_join prepare DIR` writes a warehouse (2M order rows over 90 days,
-//! a 100k-key customers dimension with history) and `DIR/files.json` (the
-//! live Parquet files, for DuckDB to read the same bytes).
-//! `asof_join query DIR one|range` runs one query and prints
-//! `{"ms": ..., "rows": ..., "checksum": ...}`.
-//! Run it through `benches/compare/run.sh`, which alternates with DuckDB.
+//! `asof_join prepare DIR [ORDERS DAYS]` writes a warehouse (by default 2M
+//! order rows over 90 days, each date's rows sorted by customer; a 100k-key
+//! customers dimension with history) and `DIR/files.json` (the live
+//! Parquet files, and the files of the version half-way through, for
+//! DuckDB to read the same bytes).
+//! `asof_join query DIR one|range` runs one as-of join and prints
+//! `{"ms": ..., "rows": ..., "checksum": ...}`; `asof_join analyst DIR
+//! QUERY` runs one query of `analyst_queries.json` and also prints the
+//! bytes the scans read and the process's peak memory.
+//! Run them through `benches/compare/run.sh` and `analyst.sh`, which
+//! alternate with DuckDB.
 
 #[path = "../support/rng.rs"]
 mod rng;
@@ -21,8 +26,6 @@ use logbook::query::{session, QueryOptions};
 use logbook::{RunInfo, TableSchema, Warehouse};
 use rng::Rng;
 
-const FACTS: usize = 2_000_000;
-const DAYS: u64 = 90;
 const KEYS: usize = 100_000;
 pub const ONE_DAY: &str = "2026-02-15";
 
@@ -38,7 +41,9 @@ fn customer(k: usize) -> String {
     format!("c{k:06}")
 }
 
-async fn prepare(dir: &str) {
+async fn prepare(dir: &str, facts_n: usize, days_n: u64) {
+    #[allow(non_snake_case)]
+    let (FACTS, DAYS) = (facts_n, days_n);
     let wh = Warehouse::open(dir).unwrap();
     let dim = TableSchema::parse_dimension_spec(
         "customers",
@@ -100,7 +105,16 @@ async fn prepare(dir: &str) {
         "date",
     )
     .unwrap();
-    let facts = wh.create_table("orders", facts).await.unwrap();
+    // Each date's rows sorted by customer, as an analyst's table would
+    // declare (`--sort-by customer`).
+    let properties = logbook::TableProperties::default()
+        .with_sort_by("orders", &facts, &["customer"])
+        .unwrap();
+    let facts = wh
+        .create_table_with_properties("orders", facts, properties)
+        .await
+        .unwrap();
+    let mut snapshot_version = 0;
     let per_day = FACTS / DAYS as usize;
     let mut id = 0i64;
     for d in 0..DAYS {
@@ -137,7 +151,10 @@ async fn prepare(dir: &str) {
             .await
             .unwrap();
         w.write(&batch).await.unwrap();
-        w.commit().await.unwrap();
+        let v = w.commit().await.unwrap().version;
+        if d + 1 == DAYS / 2 {
+            snapshot_version = v;
+        }
     }
     // The live files, for DuckDB.
     let root = std::path::Path::new(dir).canonicalize().unwrap();
@@ -163,11 +180,32 @@ async fn prepare(dir: &str) {
         .iter()
         .map(|f| root.join("customers").join(&f.path).display().to_string())
         .collect();
-    let json = format!(
-        "{{\"facts\": {:?}, \"dimension\": {:?}, \"one_day\": \"{ONE_DAY}\"}}",
-        fact_files, dim_files
-    );
-    std::fs::write(root.join("files.json"), json).unwrap();
+    let snapshot_files: Vec<String> = facts
+        .at_version(snapshot_version)
+        .await
+        .unwrap()
+        .partitions()
+        .await
+        .unwrap()
+        .iter()
+        .flat_map(|p| {
+            p.files
+                .iter()
+                .map(|f| root.join("orders").join(&f.path).display().to_string())
+        })
+        .collect();
+    let point = (FACTS * 3 / 5) as i64;
+    let json = serde_json::json!({
+        "facts": fact_files,
+        "dimension": dim_files,
+        "snapshot_files": snapshot_files,
+        "one_day": ONE_DAY,
+        "point_id": point,
+        "range_lo": point,
+        "range_hi": point + 20_000,
+        "snapshot_version": snapshot_version,
+    });
+    std::fs::write(root.join("files.json"), json.to_string()).unwrap();
 }
 
 async fn query(dir: &str, which: &str) {
@@ -235,16 +273,103 @@ async fn time_sql(dir: &str, sql: &str) {
     println!("{{\"ms\": {ms:.1}, \"rows\": {rows}}}");
 }
 
+/// Run query `name` of `analyst_queries.json` and print its time, rows,
+/// checksum (the sum of the last column), bytes the scans read, and peak
+/// memory (the process's, from `/proc`).
+async fn analyst(dir: &str, name: &str) {
+    let queries: serde_json::Value =
+        serde_json::from_str(include_str!("analyst_queries.json")).unwrap();
+    let files: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{dir}/files.json")).unwrap())
+            .unwrap();
+    let fill = |text: &str| -> String {
+        let mut out = text.to_string();
+        for (k, v) in files.as_object().unwrap() {
+            let v = v.as_str().map_or(v.to_string(), str::to_string);
+            out = out.replace(&format!("{{{k}}}"), &v);
+        }
+        out
+    };
+    let query = &queries[name];
+    let sql = fill(
+        query["sql"]
+            .as_str()
+            .expect("a query of analyst_queries.json"),
+    );
+    let logical_date = query["logical_date"]
+        .as_str()
+        .map(|d| fill(d).parse().unwrap());
+    let start = Instant::now();
+    let wh = Warehouse::open(dir).unwrap();
+    let options = QueryOptions {
+        logical_date,
+        ..Default::default()
+    };
+    let ctx = session(&wh, options, None).await.unwrap();
+    for set in std::env::args().skip(4) {
+        ctx.sql(&set).await.unwrap().collect().await.unwrap();
+    }
+    let plan = logbook::query::sql(&ctx, &sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let batches = logbook::query::datafusion::physical_plan::collect(plan.clone(), ctx.task_ctx())
+        .await
+        .unwrap();
+    let ms = start.elapsed().as_secs_f64() * 1000.0;
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    let checksum: f64 = batches
+        .iter()
+        .map(|b| {
+            let last = b.column(b.num_columns() - 1);
+            let last = logbook::query::datafusion::arrow::compute::cast(
+                last,
+                &arrow_schema::DataType::Float64,
+            )
+            .unwrap();
+            last.as_primitive::<Float64Type>()
+                .iter()
+                .flatten()
+                .sum::<f64>()
+        })
+        .sum();
+    let bytes = scan_bytes(&plan);
+    let peak = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0);
+    println!(
+        "{{\"ms\": {ms:.1}, \"rows\": {rows}, \"checksum\": {checksum:.2}, \"bytes\": {bytes}, \"peak_mib\": {peak:.0}}}"
+    );
+}
+
+/// Bytes every scan of `plan` read, from their metrics.
+fn scan_bytes(plan: &Arc<dyn logbook::query::datafusion::physical_plan::ExecutionPlan>) -> usize {
+    let own = plan
+        .metrics()
+        .and_then(|m| m.sum_by_name("bytes_read"))
+        .map_or(0, |v| v.as_usize());
+    own + plan.children().into_iter().map(scan_bytes).sum::<usize>()
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     match (args.get(1).map(String::as_str), args.get(2)) {
-        (Some("prepare"), Some(dir)) => prepare(dir).await,
+        (Some("prepare"), Some(dir)) => {
+            let n = |i: usize, default: u64| args.get(i).map_or(default, |s| s.parse().unwrap());
+            prepare(dir, n(3, 2_000_000) as usize, n(4, 90)).await
+        }
+        (Some("analyst"), Some(dir)) => analyst(dir, args.get(3).map_or("", |s| s.as_str())).await,
         (Some("query"), Some(dir)) => query(dir, args.get(3).map_or("one", |s| s.as_str())).await,
         (Some("explain"), Some(dir)) => explain(dir).await,
         (Some("time"), Some(dir)) => time_sql(dir, args.get(3).map_or("SELECT 1", |s| s.as_str())).await,
         _ => eprintln!(
-            "usage: asof_join prepare DIR | asof_join query DIR one|range [SQL...] | asof_join explain DIR [SQL...] | asof_join time DIR QUERY\n(SQL: statements such as SET run first)"
+            "usage: asof_join prepare DIR [ORDERS DAYS] | asof_join analyst DIR QUERY [SQL...] | asof_join query DIR one|range [SQL...] | asof_join explain DIR [SQL...] | asof_join time DIR QUERY\n(SQL: statements such as SET run first)"
         ),
     }
 }

@@ -1,0 +1,34 @@
+"""DuckDB's side of the analyst workload (analyst_queries.json), on
+logbook's own Parquet files, with the same thread count."""
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+
+
+def main(directory: str, name: str, threads: int, memory_limit: str | None) -> None:
+    queries = json.loads((Path(__file__).parent / "analyst_queries.json").read_text())
+    files = json.loads(Path(directory, "files.json").read_text())
+    query = queries[name]
+    sql = query.get("duckdb", query["sql"])
+    for key, value in files.items():
+        sql = sql.replace("{" + key + "}", str(value))
+    con = duckdb.connect()
+    con.execute(f"SET threads TO {threads}")
+    if memory_limit:
+        con.execute(f"SET memory_limit = '{memory_limit}'")
+    start = time.perf_counter()
+    for view, key in (("orders", "facts"), ("customers", "dimension"), ("orders_at_snapshot", "snapshot_files")):
+        con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM read_parquet({files[key]!r}, hive_partitioning=false)")
+    rows = con.execute(sql).fetchall()
+    ms = (time.perf_counter() - start) * 1000
+    checksum = sum(float(r[-1]) for r in rows if r[-1] is not None)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"ms": round(ms, 1), "rows": len(rows), "checksum": round(checksum, 2), "bytes": None, "peak_mib": round(peak)}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 2, sys.argv[4] if len(sys.argv) > 4 else None)
