@@ -37,10 +37,12 @@ for line in open(sys.argv[1]):
     system, which, payload = line.split(" ", 2)
     runs.setdefault((which, system), []).append(json.loads(payload))
 print(f"orders table: {int(sys.argv[2]) / 2**20:.0f} MiB on disk")
-print("| query | logbook ms | duckdb ms | ratio | rows (l/d) | checksum (l/d) | logbook bytes read | peak MiB (l/d) |")
-print("|---|---|---|---|---|---|---|---|")
+print("| query | logbook ms | duckdb ms | ratio | rows | checksum | same answer | logbook bytes read | peak MiB (l/d) |")
+print("|---|---|---|---|---|---|---|---|---|")
+same = lambda a, b: a["rows"] == b["rows"] and abs(a["checksum"] - b["checksum"]) <= 1e-9 * max(1.0, abs(b["checksum"])) + 0.01
 for which in dict.fromkeys(w for w, _ in runs):
     l, d = runs[(which, "logbook")], runs[(which, "duckdb")]
     lm, dm = statistics.median(r["ms"] for r in l), statistics.median(r["ms"] for r in d)
-    print(f"| {which} | {lm:.1f} | {dm:.1f} | {lm / dm:.2f} | {l[0]['rows']}/{d[0]['rows']} | {l[0]['checksum']}/{d[0]['checksum']} | {l[0]['bytes'] / 2**20:.1f} MiB | {max(r['peak_mib'] for r in l)}/{max(r['peak_mib'] for r in d)} |")
+    ok = "yes" if same(l[0], d[0]) else f"NO ({l[0]['rows']}/{d[0]['rows']} rows, {l[0]['checksum']}/{d[0]['checksum']})"
+    print(f"| {which} | {lm:.1f} | {dm:.1f} | {lm / dm:.2f} | {l[0]['rows']} | {l[0]['checksum']} | {ok} | {l[0]['bytes'] / 2**20:.1f} MiB | {max(r['peak_mib'] for r in l)}/{max(r['peak_mib'] for r in d)} |")
 PY

@@ -90,7 +90,7 @@ impl StagedFiles {
         }
         let opts = &self.table.options;
         self.pending_rows += batch.num_rows();
-        self.pending_bytes += batch.get_array_memory_size();
+        self.pending_bytes += slice_bytes(&batch);
         self.pending.push(batch);
         if self.pending_rows >= opts.max_row_group_rows
             || self.pending_bytes >= opts.row_group_bytes
@@ -113,9 +113,12 @@ impl StagedFiles {
             true => sorted.num_rows(),
             false => sorted.num_rows() / group * group,
         };
-        let rest = sorted.slice(full, sorted.num_rows() - full);
+        // The tail is copied out, so the sorted batch is freed once written.
+        let tail: arrow_array::UInt32Array = (full as u32..sorted.num_rows() as u32).collect();
+        let rest = arrow_select::take::take_record_batch(&sorted, &tail)
+            .map_err(|e| Error::arrow(&self.dir, e))?;
         self.pending_rows = rest.num_rows();
-        self.pending_bytes = rest.get_array_memory_size();
+        self.pending_bytes = slice_bytes(&rest);
         self.pending = vec![rest];
         for at in (0..full).step_by(group) {
             self.write_rows(&sorted.slice(at, group.min(full - at)))
@@ -224,6 +227,15 @@ impl StagedFiles {
         });
         Ok(())
     }
+}
+
+/// The bytes `batch`'s rows take (not the whole buffers a slice shares).
+fn slice_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0))
+        .sum()
 }
 
 /// Delete staged files that no commit references (best effort: vacuum

@@ -146,7 +146,8 @@ impl LogbookScanExec {
     }
 
     fn rows(&self, partition: Option<usize>) -> Option<u64> {
-        if self.validity.is_some() {
+        // Filtered or pruned inside files: fewer rows than the files hold.
+        if self.validity.is_some() || self.predicate.is_some() {
             return None;
         }
         let files: Vec<&DataFile> = match partition {

@@ -148,7 +148,9 @@ impl TableProvider for LogbookTableProvider {
         if let Some(v) = self.validity() {
             tests.push(v.expr());
         }
-        let predicate = ScanPredicate::new(&tests, &self.arrow, state).map(Arc::new);
+        let predicate =
+            ScanPredicate::new(&tests, &self.arrow, state, self.schema.partition_column())
+                .map(Arc::new);
         let prune = |files: Vec<DataFile>| match &predicate {
             Some(p) => prune_files(p, &self.schema, &self.arrow, files),
             None => files,

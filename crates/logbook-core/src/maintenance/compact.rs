@@ -1,5 +1,6 @@
 //! Compaction: rewrite runs of small files of a partition into files near a
-//! target size, keeping row order, as a data-unchanged commit.
+//! target size, keeping row order (a table with sort columns has each new
+//! row group sorted by them), as a data-unchanged commit.
 //!
 //! A compaction commit keeps each partition's version and run (its rows are
 //! the same), so it never makes anything stale and never conflicts with a

@@ -240,13 +240,14 @@ impl OpenFile {
         let row_groups = builder.metadata().num_row_groups();
         let selection = match &hooks.pruner {
             Some(pruner) => {
-                let columns: Vec<(String, usize)> = all
+                let columns: Vec<(String, usize, u32)> = all
                     .iter()
-                    .filter_map(|c| find(c).map(|i| (c.name.clone(), i)))
+                    .filter_map(|c| find(c).map(|i| (c.name.clone(), i, c.id)))
                     .collect();
                 let access = FileAccess {
                     path: &rel,
                     columns: &columns,
+                    file: &file,
                     builder: &mut builder,
                 };
                 pruner.select(access).await?

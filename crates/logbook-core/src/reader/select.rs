@@ -13,7 +13,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arrow_schema::SchemaRef;
+use arrow_schema::{DataType, SchemaRef};
 use futures::future::BoxFuture;
 use parquet::arrow::arrow_reader::RowSelection;
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
@@ -23,6 +23,7 @@ use parquet::schema::types::SchemaDescriptor;
 
 use super::object::ObjectReader;
 use crate::error::{Error, Result};
+use crate::format::DataFile;
 
 /// Chooses the row groups and rows of a file a scan reads.
 pub trait FilePruner: Send + Sync + fmt::Debug {
@@ -54,8 +55,11 @@ impl Selection {
 /// One opened file as a [`FilePruner`] sees it.
 pub struct FileAccess<'a> {
     pub(crate) path: &'a str,
-    /// `(table column, index of its field in the file's Arrow schema)`.
-    pub(crate) columns: &'a [(String, usize)],
+    /// `(table column, index of its field in the file's Arrow schema,
+    /// field id)`.
+    pub(crate) columns: &'a [(String, usize, u32)],
+    /// The manifest's entry for the file.
+    pub(crate) file: &'a DataFile,
     pub(crate) builder: &'a mut ParquetRecordBatchStreamBuilder<ObjectReader>,
 }
 
@@ -85,8 +89,27 @@ impl FileAccess<'_> {
     pub fn column(&self, name: &str) -> Option<usize> {
         self.columns
             .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, i)| *i)
+            .find(|(n, _, _)| n == name)
+            .map(|(_, i, _)| *i)
+    }
+
+    /// Whether the footer's bounds of table column `name` are true bounds.
+    /// Parquet writers leave NaN out of float bounds, so a float column's
+    /// footer bounds hold only when the manifest kept bounds for it (it
+    /// drops them for a file holding a NaN; see `file_stats`); other types'
+    /// bounds always hold.
+    pub fn bounds_hold(&self, name: &str) -> bool {
+        let Some((_, field, id)) = self.columns.iter().find(|(n, _, _)| n == name) else {
+            return false;
+        };
+        match self.schema().field(*field).data_type() {
+            DataType::Float16 | DataType::Float32 | DataType::Float64 => self
+                .file
+                .stats
+                .get(id)
+                .is_some_and(|s| s.min.is_some() || s.max.is_some()),
+            _ => true,
+        }
     }
 
     /// The bloom filter of table column `name` in row group `row_group`, if

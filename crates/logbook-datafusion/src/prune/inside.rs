@@ -49,7 +49,7 @@ impl FilePruner for InsideFiles {
             PruneCounts::add(&counts.row_groups_by_statistics, all - keep.len());
 
             let before = keep.len();
-            keep = self.by_bloom_filters(&mut file, keep).await?;
+            keep = self.by_bloom_filters(&mut file, keep).await;
             PruneCounts::add(&counts.row_groups_by_bloom_filter, before - keep.len());
 
             let (keep, rows) = self.by_page_index(&file, keep);
@@ -92,7 +92,7 @@ impl InsideFiles {
         &self,
         file: &mut FileAccess<'_>,
         mut keep: Vec<usize>,
-    ) -> logbook_core::Result<Vec<usize>> {
+    ) -> Vec<usize> {
         for name in self.predicate.whole.literal_columns() {
             let Some(field) = file.column(&name) else {
                 continue;
@@ -107,19 +107,18 @@ impl InsideFiles {
             if !has_filter || keep.is_empty() {
                 continue;
             }
+            // A filter that cannot be read keeps its row group: pruning is
+            // an optimisation, never a reason to fail the query.
             let mut filters = Vec::with_capacity(keep.len());
             for rg in &keep {
-                filters.push(file.bloom_filter(*rg, &name).await?);
+                filters.push(file.bloom_filter(*rg, &name).await.ok().flatten());
             }
-            let ty = self
-                .schema
-                .field_with_name(&name)
-                .map(|f| f.data_type().clone())
-                .ok();
+            // Values are hashed as the file stores them: a column widened
+            // since (int32 to int64) was hashed as 4 bytes in older files.
             let stats = BloomStats {
                 column: name,
                 filters,
-                ty,
+                ty: file.schema().field(field).data_type().clone(),
             };
             keep = match self.predicate.whole.prune(&stats) {
                 Ok(mask) => keep
@@ -130,7 +129,7 @@ impl InsideFiles {
                 Err(_) => keep,
             };
         }
-        Ok(keep)
+        keep
     }
 
     /// Rows to read within the kept row groups, by each single-column
@@ -179,8 +178,12 @@ impl InsideFiles {
     }
 }
 
-/// The bounds of one column in a file, read with parquet's converter.
+/// The bounds of one column in a file, read with parquet's converter;
+/// `None` when its bounds may not hold (a float column holding NaN).
 fn converter<'a>(file: &'a FileAccess<'_>, name: &str) -> Option<StatisticsConverter<'a>> {
+    if !file.bounds_hold(name) {
+        return None;
+    }
     let field = file.schema().field(file.column(name)?);
     StatisticsConverter::try_new(field.name(), file.schema(), file.parquet_schema()).ok()
 }
@@ -352,19 +355,24 @@ impl PruningStatistics for PageStats<'_> {
 struct BloomStats {
     column: String,
     filters: Vec<Option<Sbbf>>,
-    ty: Option<DataType>,
+    /// The column's type in the file (what the writer hashed).
+    ty: DataType,
 }
 
 impl BloomStats {
-    /// May `filter` hold `value`? (`true` when the type is not one the
-    /// writer hashes the same way.)
+    /// May `filter` hold `value`? (`true` when the value does not convert
+    /// exactly to the file's type, or the type is not one the writer
+    /// hashes the same way.)
     fn may_hold(&self, filter: &Sbbf, value: &ScalarValue) -> bool {
-        let value = match &self.ty {
-            Some(ty) if value.data_type() != *ty => match value.cast_to(ty) {
-                Ok(v) => v,
-                Err(_) => return true,
-            },
-            _ => value.clone(),
+        let value = if value.data_type() == self.ty {
+            value.clone()
+        } else {
+            match value.cast_to(&self.ty) {
+                // Only an exact conversion says anything: 2^40 cast to
+                // int32 is not a value an int32 file could hold.
+                Ok(v) if v.cast_to(&value.data_type()).ok().as_ref() == Some(value) => v,
+                _ => return true,
+            }
         };
         match value {
             ScalarValue::Utf8(Some(s))

@@ -1,5 +1,6 @@
-//! Pruning: what a scan need not read, at three levels, all tested with
-//! one DataFusion `PruningPredicate` built from the scan's filters.
+//! Pruning: what a scan need not read, at three levels, tested with
+//! DataFusion `PruningPredicate`s built once from the scan's filters (one
+//! for their conjunction, one per column for pages).
 //!
 //! 1. `dates`: the partition column's filters choose partitions from
 //!    the manifest (also recorded as a run's lineage).

@@ -30,7 +30,15 @@ impl ScanPredicate {
     /// `None` when no filter can prune (none given, or none plannable).
     /// A filter DataFusion cannot plan on its own (a subquery) is left out,
     /// which only prunes less: DataFusion still applies every filter.
-    pub(crate) fn new(filters: &[Expr], schema: &SchemaRef, state: &dyn Session) -> Option<Self> {
+    /// Pages are not tested on `constant` (the partition column: every
+    /// row of a file has the same date, and the dates were pruned
+    /// already), so a date filter alone does not fetch page indexes.
+    pub(crate) fn new(
+        filters: &[Expr],
+        schema: &SchemaRef,
+        state: &dyn Session,
+        constant: Option<&str>,
+    ) -> Option<Self> {
         let df_schema = DFSchema::try_from(schema.as_ref().clone()).ok()?;
         let conjuncts: Vec<Arc<dyn PhysicalExpr>> = filters
             .iter()
@@ -45,16 +53,25 @@ impl ScanPredicate {
                 .with_file_schema(schema.clone())
                 .build(e)
         };
-        let per_column = conjuncts
-            .iter()
-            .filter_map(|e| {
-                let columns = collect_columns(e);
-                let mut names = columns.iter().map(|c| c.name().to_string());
-                match (names.next(), names.next()) {
-                    (Some(name), None) => build(e.clone()).map(|p| (name, p)),
-                    _ => None,
+        // Conjuncts on one column are joined (`id >= a AND id <= b` is one
+        // test of each page, not two).
+        let mut by_column: Vec<(String, Vec<Arc<dyn PhysicalExpr>>)> = Vec::new();
+        for e in &conjuncts {
+            let columns = collect_columns(e);
+            let mut names = columns.iter().map(|c| c.name().to_string());
+            if let (Some(name), None) = (names.next(), names.next()) {
+                if Some(name.as_str()) == constant {
+                    continue;
                 }
-            })
+                match by_column.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, es)) => es.push(e.clone()),
+                    None => by_column.push((name, vec![e.clone()])),
+                }
+            }
+        }
+        let per_column = by_column
+            .into_iter()
+            .filter_map(|(name, es)| build(conjunction(es)).map(|p| (name, p)))
             .collect();
         let whole = build(conjunction(conjuncts))?;
         Some(Self {
