@@ -76,6 +76,9 @@ enum Command {
     Demo(commands::demo::Args),
     /// Serve the warehouse over Arrow Flight SQL (ADBC, JDBC, BI tools), read-only.
     Serve(commands::serve::Args),
+    /// A read-only web UI: partition calendars, why a date is stale,
+    /// lineage, the log and stage diffs (http://127.0.0.1:8080).
+    Ui(commands::ui::Args),
 }
 
 fn main() -> ExitCode {
@@ -88,7 +91,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     // A server logs a line per query; other commands only warn.
-    let serving = matches!(cli.command, Command::Serve(_));
+    let serving = matches!(cli.command, Command::Serve(_) | Command::Ui(_));
     let level = match cli.verbose {
         0 if serving => tracing::Level::INFO,
         0 => tracing::Level::WARN,
@@ -140,5 +143,6 @@ async fn run(cli: Cli) -> Result<(), commands::CliError> {
         Command::Stage(command) => commands::stage::run(&warehouse, command).await,
         Command::Demo(args) => commands::demo::run(&warehouse, args).await,
         Command::Serve(args) => commands::serve::run(warehouse, args).await,
+        Command::Ui(args) => commands::ui::run(warehouse, args).await,
     }
 }

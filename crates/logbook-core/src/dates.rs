@@ -26,3 +26,12 @@ pub fn from_days(days: i32) -> NaiveDate {
         },
     )
 }
+
+/// Yesterday (UTC) at `now_ms`: the last date whose daily run is due, the
+/// default end of `status` and `plan` ranges.
+pub fn yesterday(now_ms: i64) -> NaiveDate {
+    let today = chrono::DateTime::from_timestamp_millis(now_ms)
+        .map(|t| t.date_naive())
+        .unwrap_or_default();
+    today.pred_opt().unwrap_or(today)
+}

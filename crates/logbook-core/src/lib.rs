@@ -13,6 +13,7 @@
 //!
 //! No query engine here: `logbook-datafusion` builds on this crate.
 
+pub mod answers;
 pub mod clock;
 mod commit;
 pub mod dates;

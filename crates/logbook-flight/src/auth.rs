@@ -62,9 +62,9 @@ impl tonic::service::Interceptor for BearerAuth {
     }
 }
 
-/// Compare without an early exit, so timing does not reveal a prefix.
+/// Compared in constant time (`subtle`), so timing does not reveal a prefix.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    subtle::ConstantTimeEq::ct_eq(a, b).into()
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! commands, the dimension mode and expected-version arguments, and how a
 //! query error is reported.
 
-use chrono::{Days, NaiveDate};
+use chrono::NaiveDate;
 use logbook_core::clock::{Clock, SystemClock};
 use logbook_core::lifecycle::{self, TableStatus};
 use logbook_core::{DimensionMode, ExpectedPartition, Warehouse};
@@ -23,12 +23,8 @@ pub struct Range {
 impl Range {
     /// The last date, defaulting to yesterday by the system clock.
     pub fn to(&self) -> NaiveDate {
-        self.to.unwrap_or_else(|| {
-            let today = chrono::DateTime::from_timestamp_millis(SystemClock.now_millis())
-                .map(|t| t.date_naive())
-                .unwrap_or_default();
-            today.checked_sub_days(Days::new(1)).unwrap_or(today)
-        })
+        self.to
+            .unwrap_or_else(|| logbook_core::dates::yesterday(SystemClock.now_millis()))
     }
 
     pub async fn status(
@@ -93,4 +89,42 @@ pub fn expectation(
 /// The names of `values`, borrowed.
 pub fn names(values: &[String]) -> Vec<&str> {
     values.iter().map(String::as_str).collect()
+}
+
+/// The token in `path` (trimmed; an empty file is refused).
+pub fn read_token(path: &std::path::Path) -> Result<String, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::Input(format!(
+            "cannot read the token file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let token = text.trim().to_string();
+    if token.is_empty() {
+        return Err(CliError::Input(format!(
+            "the token file {} is empty",
+            path.display()
+        )));
+    }
+    Ok(token)
+}
+
+/// SIGINT or SIGTERM: stop accepting, let running queries finish.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut term) = signal(SignalKind::terminate()) else {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

@@ -14,40 +14,15 @@ pub struct Args {
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     let table = warehouse.table(&args.table).await?;
-    let history = table.history().await?;
     if args.json {
-        // Each entry with the Delta version that mirrors it (null when the
-        // mirror is off, has not reached it, or began after it).
-        let latest = table.latest().await?;
-        let mirror = latest.properties().mirror;
-        let mirrored = match mirror {
-            // The log is the truth: a mirror that cannot say where it
-            // stands shows no Delta versions, with a warning.
-            Some(_) => match table.mirror_status().await {
-                Ok(status) => status.mirrored_version,
-                Err(e) => {
-                    tracing::warn!(table = %table.name(), error = %e, "no Delta versions shown");
-                    None
-                }
-            },
-            None => None,
-        };
-        let entries: Vec<serde_json::Value> = history
-            .iter()
-            .map(|e| {
-                let mut v = serde_json::to_value(e).expect("log entries serialise");
-                v["delta_version"] =
-                    logbook_core::mirror::delta_version_of(mirror.as_ref(), mirrored, e.version)
-                        .into();
-                v
-            })
-            .collect();
+        let lines = logbook_core::answers::log(&table).await?;
         println!(
             "{}",
-            serde_json::to_string_pretty(&entries).expect("log entries serialise")
+            serde_json::to_string_pretty(&lines).expect("log entries serialise")
         );
         return Ok(());
     }
+    let history = table.history().await?;
     let rows = history
         .iter()
         .map(|e| {

@@ -18,6 +18,7 @@ pub mod serve;
 pub mod sql;
 pub mod stage;
 pub mod status;
+pub mod ui;
 pub mod write;
 
 use logbook_core::Warehouse;

@@ -17,16 +17,8 @@ pub struct Args {
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     let table = warehouse.table(&args.table).await?;
-    let snapshot = match args.version {
-        Some(v) => table.at_version(v).await?,
-        None => table.latest().await?,
-    };
-    let rows: Vec<PartitionSummary> = snapshot
-        .partitions()
-        .await?
-        .into_iter()
-        .map(PartitionSummary::from)
-        .collect();
+    let rows: Vec<PartitionSummary> =
+        logbook_core::answers::partitions(&table, args.version).await?;
     if args.json {
         println!(
             "{}",

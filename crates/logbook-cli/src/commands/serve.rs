@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use logbook_core::Warehouse;
 use logbook_flight::ServerOptions;
 
+use super::common::{read_token, shutdown_signal};
 use super::CliError;
 
 #[derive(Debug, clap::Args)]
@@ -72,41 +73,4 @@ pub async fn run(warehouse: Warehouse, args: Args) -> Result<(), CliError> {
         .map_err(|e| CliError::Failed(e.to_string()))?;
     tracing::info!("stopped");
     Ok(())
-}
-
-fn read_token(path: &PathBuf) -> Result<String, CliError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        CliError::Input(format!(
-            "cannot read the token file {}: {e}",
-            path.display()
-        ))
-    })?;
-    let token = text.trim().to_string();
-    if token.is_empty() {
-        return Err(CliError::Input(format!(
-            "the token file {} is empty",
-            path.display()
-        )));
-    }
-    Ok(token)
-}
-
-/// SIGINT or SIGTERM: stop accepting, let running queries finish.
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut term) = signal(SignalKind::terminate()) else {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

@@ -94,8 +94,14 @@ pub async fn check(table: &Table, snapshot: &Snapshot, depth: CheckDepth) -> Res
         CheckDepth::Listing => listing_problems(table, &partitions, &dimension).await?,
         CheckDepth::Full => {
             let column = snapshot.schema().partition_column().map(str::to_string);
-            let mut found: Vec<Problem> = futures::stream::iter(&partitions)
-                .map(|p| partition_problems(table, snapshot, p, column.as_deref()))
+            // Owned inputs for each future: borrowing closures make the
+            // whole `check` future not `Send` for every lifetime (a rustc
+            // limitation), which a server's handlers need.
+            let mut found: Vec<Problem> = futures::stream::iter(partitions.clone())
+                .map(|p| {
+                    let (table, snapshot, column) = (table.clone(), snapshot.clone(), column.clone());
+                    async move { partition_problems(&table, &snapshot, &p, column.as_deref()).await }
+                })
                 .buffered(8)
                 .try_collect::<Vec<_>>()
                 .await?

@@ -2,6 +2,7 @@
 //! columns matched by field id, row groups and rows skipped as a
 //! [`FilePruner`] decides.
 
+mod counters;
 mod object;
 mod select;
 
@@ -20,8 +21,9 @@ use crate::format::DataFile;
 use crate::handle::TableInner;
 use crate::schema::{Column, TableSchema};
 
+pub use counters::{ReadCount, ReadCounters};
 pub use object::ObjectReader;
-pub use select::{FileAccess, FilePruner, ReadCount, ReadCounters, ScanHooks, Selection};
+pub use select::{FileAccess, FilePruner, ScanHooks, Selection};
 
 /// How data files are decoded.
 ///

@@ -14,7 +14,7 @@ use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
-use super::select::ReadCounters;
+use super::counters::ReadCounters;
 
 /// Reads one Parquet object whose size is known from the manifest, so the
 /// footer costs one ranged read and no `HEAD`.

@@ -10,7 +10,6 @@
 //! are never fetched; [`ReadCounters`] says what was.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arrow_schema::{DataType, SchemaRef};
@@ -21,6 +20,7 @@ use parquet::bloom_filter::Sbbf;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::schema::types::SchemaDescriptor;
 
+use super::counters::ReadCounters;
 use super::object::ObjectReader;
 use crate::error::{Error, Result};
 use crate::format::DataFile;
@@ -128,60 +128,6 @@ impl FileAccess<'_> {
             .get_row_group_column_bloom_filter(row_group, leaf)
             .await
             .map_err(|e| Error::parquet(self.path, e))
-    }
-}
-
-/// What scans read, summed over every file they opened.
-#[derive(Debug, Default)]
-pub struct ReadCounters {
-    bytes: AtomicU64,
-    files: AtomicU64,
-    row_groups: AtomicU64,
-    row_groups_read: AtomicU64,
-    rows_read: AtomicU64,
-}
-
-/// A copy of [`ReadCounters`] at one moment.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ReadCount {
-    /// Bytes fetched from the store (footers, indexes, filters, pages).
-    pub bytes: u64,
-    /// Files opened.
-    pub files: u64,
-    /// Row groups in those files.
-    pub row_groups: u64,
-    /// Row groups read (not skipped).
-    pub row_groups_read: u64,
-    /// Rows decoded from those row groups.
-    pub rows_read: u64,
-}
-
-impl ReadCounters {
-    pub(crate) fn add_bytes(&self, n: u64) {
-        self.bytes.fetch_add(n, Ordering::Relaxed);
-    }
-
-    pub(crate) fn add_file(&self, row_groups: u64, row_groups_read: u64) {
-        self.files.fetch_add(1, Ordering::Relaxed);
-        self.row_groups.fetch_add(row_groups, Ordering::Relaxed);
-        self.row_groups_read
-            .fetch_add(row_groups_read, Ordering::Relaxed);
-    }
-
-    pub(crate) fn add_rows(&self, n: u64) {
-        self.rows_read.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// The counts so far.
-    pub fn get(&self) -> ReadCount {
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        ReadCount {
-            bytes: l(&self.bytes),
-            files: l(&self.files),
-            row_groups: l(&self.row_groups),
-            row_groups_read: l(&self.row_groups_read),
-            rows_read: l(&self.rows_read),
-        }
     }
 }
 

@@ -113,6 +113,32 @@ impl Table {
         })
     }
 
+    /// Every stage of the table (published ones too), by name: one listing
+    /// of the stages directory, then each stage's record.
+    pub async fn stages(&self) -> Result<Vec<StageInfo>> {
+        let objects = self.inner.list(layout::STAGES_DIR).await?;
+        let mut names: Vec<String> = objects
+            .iter()
+            .filter_map(|o| {
+                let mut parts = o.location.parts().collect::<Vec<_>>().into_iter().rev();
+                match (parts.next(), parts.next()) {
+                    (Some(file), Some(name)) if file.as_ref() == "stage.json" => {
+                        Some(name.as_ref().to_string())
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+        names.sort();
+        futures::stream::iter(names)
+            .map(|name| async move { self.inner.get_json(&layout::stage_info(&name)).await })
+            .buffered(16)
+            .collect::<Vec<Result<StageInfo>>>()
+            .await
+            .into_iter()
+            .collect()
+    }
+
     /// Open an existing stage; `NotFound`-kind error if there is none.
     pub async fn existing_stage(&self, name: &str) -> Result<Stage> {
         let info: StageInfo = self

@@ -1,0 +1,221 @@
+//! `/api/...`: each page's data as JSON, the same as the CLI's `--json`
+//! for the same question (both call the same functions).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use chrono::NaiveDate;
+use futures::{StreamExt, TryStreamExt};
+use logbook_core::lifecycle::{self, DateStatus, PartitionState};
+use logbook_core::{answers, Table, TableKind};
+use serde::{Deserialize, Serialize};
+
+use crate::{AppState, UiError};
+
+/// `?from=&to=`, as `logbook status --from --to` takes them.
+#[derive(Debug, Default, Deserialize)]
+pub struct Range {
+    pub from: Option<NaiveDate>,
+    pub to: Option<NaiveDate>,
+}
+
+impl Range {
+    /// The last date: `to`, or yesterday by the wall clock (the last day
+    /// whose run is due), as the CLI defaults it.
+    pub fn to(&self) -> NaiveDate {
+        use logbook_core::clock::{Clock, SystemClock};
+        self.to
+            .unwrap_or_else(|| logbook_core::dates::yesterday(SystemClock.now_millis()))
+    }
+}
+
+/// A table named in a path, validated as the CLI validates names before
+/// anything is read.
+pub(crate) async fn open(state: &AppState, name: &str) -> Result<Table, UiError> {
+    logbook_core::names::validate_table_name(name)
+        .map_err(|e| UiError::BadRequest(e.to_string()))?;
+    Ok(state.warehouse.table(name).await?)
+}
+
+/// One row of the home page.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableSummary {
+    pub name: String,
+    /// `partitioned` or `dimension`.
+    pub kind: &'static str,
+    pub version: u64,
+    pub committed_ms: Option<i64>,
+    pub partitions: usize,
+    /// Dates per state from the schedule start to yesterday (partitioned
+    /// tables only).
+    pub states: BTreeMap<String, usize>,
+}
+
+/// Every table of the warehouse, 16 opened at a time.
+pub(crate) async fn summaries(state: &AppState) -> Result<Vec<TableSummary>, UiError> {
+    let names = state.warehouse.list_tables().await?;
+    futures::stream::iter(names)
+        .map(|name| summary(state, name))
+        .buffered(16)
+        .try_collect()
+        .await
+}
+
+async fn summary(state: &AppState, name: String) -> Result<TableSummary, UiError> {
+    let table = state.warehouse.table(&name).await?;
+    let snap = table.latest().await?;
+    let committed_ms = table
+        .history_from(snap.version())
+        .await?
+        .first()
+        .map(|e| e.timestamp_ms);
+    let partitioned = matches!(snap.schema().kind, TableKind::Partitioned { .. });
+    let mut states = BTreeMap::new();
+    let partitions = if partitioned {
+        let status =
+            lifecycle::status(&state.warehouse, &name, None, Range::default().to()).await?;
+        for s in PartitionState::ALL {
+            states.insert(s.to_string(), status.count(s));
+        }
+        snap.partitions().await?.len()
+    } else {
+        0
+    };
+    Ok(TableSummary {
+        kind: if partitioned {
+            "partitioned"
+        } else {
+            "dimension"
+        },
+        version: snap.version(),
+        committed_ms,
+        partitions,
+        states,
+        name,
+    })
+}
+
+pub(crate) async fn tables(
+    State(state): State<Arc<AppState>>,
+) -> Result<Json<Vec<TableSummary>>, UiError> {
+    Ok(Json(summaries(&state).await?))
+}
+
+/// The status of each date (`logbook status T --json`).
+pub(crate) async fn date_statuses(
+    state: &AppState,
+    name: &str,
+    range: &Range,
+) -> Result<Vec<DateStatus>, UiError> {
+    open(state, name).await?;
+    let status = lifecycle::status(&state.warehouse, name, range.from, range.to()).await?;
+    Ok(status.dates)
+}
+
+pub(crate) async fn status(
+    State(state): State<Arc<AppState>>,
+    Path(table): Path<String>,
+    Query(range): Query<Range>,
+) -> Result<Json<Vec<DateStatus>>, UiError> {
+    Ok(Json(date_statuses(&state, &table, &range).await?))
+}
+
+pub(crate) async fn log(
+    State(state): State<Arc<AppState>>,
+    Path(table): Path<String>,
+) -> Result<Json<Vec<answers::LogLine>>, UiError> {
+    let t = open(&state, &table).await?;
+    Ok(Json(answers::log(&t).await?))
+}
+
+pub(crate) async fn partitions(
+    State(state): State<Arc<AppState>>,
+    Path(table): Path<String>,
+) -> Result<Json<Vec<logbook_core::PartitionSummary>>, UiError> {
+    let t = open(&state, &table).await?;
+    Ok(Json(answers::partitions(&t, None).await?))
+}
+
+pub(crate) async fn schema(
+    State(state): State<Arc<AppState>>,
+    Path(table): Path<String>,
+) -> Result<Json<logbook_core::TableSchema>, UiError> {
+    let t = open(&state, &table).await?;
+    Ok(Json(t.latest().await?.schema().clone()))
+}
+
+/// One partition: its entry (run, lineage), its status and its history.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionView {
+    pub date: NaiveDate,
+    pub status: DateStatus,
+    /// The partition as the latest version holds it (`None`: missing).
+    pub entry: Option<logbook_core::PartitionEntry>,
+    /// Every log entry that wrote the date, oldest first.
+    pub history: Vec<answers::LogLine>,
+}
+
+pub(crate) async fn partition_view(
+    state: &AppState,
+    name: &str,
+    date: &str,
+) -> Result<PartitionView, UiError> {
+    let date: NaiveDate = date.parse().map_err(|_| {
+        UiError::BadRequest(format!("table {name}: {date:?} is not a date (YYYY-MM-DD)"))
+    })?;
+    let table = open(state, name).await?;
+    let range = Range {
+        from: Some(date),
+        to: Some(date),
+    };
+    let status = lifecycle::status(&state.warehouse, name, range.from, range.to())
+        .await?
+        .dates
+        .into_iter()
+        .next()
+        .ok_or_else(|| UiError::NotFound(format!("table {name}: no date {date}")))?;
+    let entry = table.latest().await?.partition(date).await?;
+    let history = answers::log(&table)
+        .await?
+        .into_iter()
+        .filter(|l| l.entry.dates.contains(&date))
+        .collect();
+    Ok(PartitionView {
+        date,
+        status,
+        entry,
+        history,
+    })
+}
+
+pub(crate) async fn partition(
+    State(state): State<Arc<AppState>>,
+    Path((table, date)): Path<(String, String)>,
+) -> Result<Json<PartitionView>, UiError> {
+    Ok(Json(partition_view(&state, &table, &date).await?))
+}
+
+/// A stage's diff against the main line (`logbook stage diff T S --json`).
+pub(crate) async fn stage_diff(
+    state: &AppState,
+    name: &str,
+    stage: &str,
+) -> Result<Vec<logbook_core::StageDiff>, UiError> {
+    let table = open(state, name).await?;
+    // Only an existing stage: `Table::stage` would create one.
+    if !table.stages().await?.iter().any(|s| s.name == stage) {
+        return Err(UiError::NotFound(format!(
+            "table {name}: no stage {stage:?}"
+        )));
+    }
+    Ok(table.existing_stage(stage).await?.diff().await?)
+}
+
+pub(crate) async fn stage(
+    State(state): State<Arc<AppState>>,
+    Path((table, stage)): Path<(String, String)>,
+) -> Result<Json<Vec<logbook_core::StageDiff>>, UiError> {
+    Ok(Json(stage_diff(&state, &table, &stage).await?))
+}

@@ -1,0 +1,75 @@
+//! logbook-ui: a read-only web UI over a warehouse (`logbook ui`).
+//!
+//! Pages are rendered on the server (`pages`); the only client code is a
+//! small vendored script that re-reads a table's status every few seconds
+//! while a backfill runs and recolours the calendar. Every page has a JSON
+//! twin under `/api/` ([`api`]) that serves exactly what the CLI's `--json`
+//! prints for the same question, because both call the same functions
+//! (`logbook_core::answers`, `lifecycle::status`, `Stage::diff`).
+//!
+//! Read-only by construction: only `GET` (and `HEAD`) routes exist, so any
+//! other method is refused with 405; table and stage names are validated
+//! as the CLI validates them before anything is read; every user-supplied
+//! string is escaped by the templates. Like `logbook serve`, it listens on
+//! loopback unless given a token.
+
+pub mod api;
+mod auth;
+mod error;
+mod pages;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::routing::get;
+use axum::Router;
+use logbook_core::Warehouse;
+
+pub use error::UiError;
+
+/// How the UI serves.
+#[derive(Debug, Clone, Default)]
+pub struct UiOptions {
+    /// A bearer token every request must carry (header, or the cookie set
+    /// by opening any page with `?token=`).
+    pub token: Option<String>,
+}
+
+/// What every handler shares.
+#[derive(Debug, Clone)]
+pub(crate) struct AppState {
+    pub(crate) warehouse: Warehouse,
+}
+
+/// The UI's routes over `warehouse`.
+pub fn router(warehouse: Warehouse, options: UiOptions) -> Router {
+    let state = Arc::new(AppState { warehouse });
+    let routes = Router::new()
+        .route("/", get(pages::home))
+        .route("/tables/{table}", get(pages::table))
+        .route("/tables/{table}/partitions/{date}", get(pages::partition))
+        .route("/tables/{table}/stages/{stage}", get(pages::stage))
+        .route("/assets/ui.css", get(pages::css))
+        .route("/assets/ui.js", get(pages::js))
+        .route("/api/tables", get(api::tables))
+        .route("/api/tables/{table}/status", get(api::status))
+        .route("/api/tables/{table}/log", get(api::log))
+        .route("/api/tables/{table}/partitions", get(api::partitions))
+        .route("/api/tables/{table}/partitions/{date}", get(api::partition))
+        .route("/api/tables/{table}/schema", get(api::schema))
+        .route("/api/tables/{table}/stages/{stage}", get(api::stage))
+        .with_state(state);
+    auth::guard(routes, options.token)
+}
+
+/// Serve [`router`] on `listener` until `shutdown` completes.
+pub async fn serve(
+    warehouse: Warehouse,
+    options: UiOptions,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(warehouse, options))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
