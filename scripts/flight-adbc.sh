@@ -26,14 +26,8 @@ trap cleanup EXIT
 "$bin" --warehouse "$work/wh" demo > "$work/demo.log"
 python3 -c 'import secrets; print(secrets.token_hex(16))' > "$work/token"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$bin" --warehouse "$work/wh" serve --listen "127.0.0.1:$port" --token-file "$work/token" \
-  > "$work/serve.out" 2> "$work/serve.log" &
-server=$!
-for _ in $(seq 100); do
-  grep -q "listening on" "$work/serve.out" 2>/dev/null && break
-  kill -0 "$server" 2>/dev/null || { cat "$work/serve.log"; exit 1; }
-  sleep 0.1
-done
+start_listening "$work" serve "$bin" --warehouse "$work/wh" serve --listen "127.0.0.1:$port" --token-file "$work/token"
+server=$SERVER_PID
 
 "$venv/bin/python" tests/flight/test_adbc.py --uri "grpc://127.0.0.1:$port" \
   --token "$(cat "$work/token")" --server-pid "$server"

@@ -74,3 +74,20 @@ sys.exit("moto's server did not start")
 PY
   MOTO_ENDPOINT="http://127.0.0.1:$port"
 }
+
+# start_listening WORK NAME CMD...: run CMD (a logbook server) in the
+# background with stdout in WORK/NAME.out and stderr in WORK/NAME.log, wait
+# for its "listening on" line, and set SERVER_PID and SERVER_URL (what
+# follows "listening on "). The caller stops it.
+start_listening() {
+  local work="$1" name="$2"
+  shift 2
+  "$@" > "$work/$name.out" 2> "$work/$name.log" &
+  SERVER_PID=$!
+  for _ in $(seq 100); do
+    grep -q "listening on" "$work/$name.out" 2>/dev/null && break
+    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$work/$name.log" >&2; return 1; }
+    sleep 0.1
+  done
+  SERVER_URL=$(sed -n 's/^listening on //p' "$work/$name.out")
+}

@@ -158,20 +158,7 @@ async fn prepare(dir: &str, facts_n: usize, days_n: u64) {
     }
     // The live files, for DuckDB.
     let root = std::path::Path::new(dir).canonicalize().unwrap();
-    let fact_files: Vec<String> = facts
-        .latest()
-        .await
-        .unwrap()
-        .partitions()
-        .await
-        .unwrap()
-        .iter()
-        .flat_map(|p| {
-            p.files
-                .iter()
-                .map(|f| root.join("orders").join(&f.path).display().to_string())
-        })
-        .collect();
+    let fact_files = paths(&facts.latest().await.unwrap(), &root.join("orders")).await;
     let dim_files: Vec<String> = dim
         .latest()
         .await
@@ -180,20 +167,11 @@ async fn prepare(dir: &str, facts_n: usize, days_n: u64) {
         .iter()
         .map(|f| root.join("customers").join(&f.path).display().to_string())
         .collect();
-    let snapshot_files: Vec<String> = facts
-        .at_version(snapshot_version)
-        .await
-        .unwrap()
-        .partitions()
-        .await
-        .unwrap()
-        .iter()
-        .flat_map(|p| {
-            p.files
-                .iter()
-                .map(|f| root.join("orders").join(&f.path).display().to_string())
-        })
-        .collect();
+    let snapshot_files = paths(
+        &facts.at_version(snapshot_version).await.unwrap(),
+        &root.join("orders"),
+    )
+    .await;
     let point = (FACTS * 3 / 5) as i64;
     let json = serde_json::json!({
         "facts": fact_files,
@@ -206,6 +184,21 @@ async fn prepare(dir: &str, facts_n: usize, days_n: u64) {
         "snapshot_version": snapshot_version,
     });
     std::fs::write(root.join("files.json"), json.to_string()).unwrap();
+}
+
+/// The data files of `snapshot`, as paths under `table_dir`.
+async fn paths(snapshot: &logbook::Snapshot, table_dir: &std::path::Path) -> Vec<String> {
+    snapshot
+        .partitions()
+        .await
+        .unwrap()
+        .iter()
+        .flat_map(|p| {
+            p.files
+                .iter()
+                .map(|f| table_dir.join(&f.path).display().to_string())
+        })
+        .collect()
 }
 
 async fn query(dir: &str, which: &str) {

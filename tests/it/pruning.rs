@@ -289,31 +289,42 @@ async fn a_sorted_table_written_in_small_batches_sorts_each_row_group_and_keeps_
     assert_eq!(row, 40_000);
 }
 
-/// Parquet writers leave NaN out of a float column's bounds, and
-/// DataFusion orders NaN above every number: a row group whose footer says
-/// `max = 2` may still hold a row matching `x > 5`.
-#[tokio::test]
-async fn a_nan_is_found_although_footer_bounds_leave_it_out() {
+/// A table `name` of `spec` (a date and one more column) with bloom
+/// filters on `blooms`, holding `values` on 2026-03-01.
+async fn one_date(name: &str, spec: &str, blooms: &[&str], values: arrow_array::ArrayRef) -> Table {
     let loc = StorageLocation::parse("memory://")
         .unwrap()
-        .child("m")
+        .child(name)
         .unwrap();
-    let schema = TableSchema::parse_spec("m", "date:date,x:float64", "date").unwrap();
-    let t = Table::create(loc, "m", schema.clone(), options())
+    let schema = TableSchema::parse_spec(name, spec, "date").unwrap();
+    let props = TableProperties::default()
+        .with_bloom_filters(name, &schema, blooms)
+        .unwrap();
+    let t = Table::create_with_properties(loc, name, schema.clone(), props, options())
         .await
         .unwrap();
     let d = date("2026-03-01");
     let b = arrow_array::RecordBatch::try_new(
         schema.arrow_schema(),
         vec![
-            Arc::new(arrow_array::Date32Array::from(vec![days(d); 3])),
-            Arc::new(arrow_array::Float64Array::from(vec![1.0, f64::NAN, 2.0])),
+            Arc::new(arrow_array::Date32Array::from(vec![days(d); values.len()])),
+            values,
         ],
     )
     .unwrap();
     let mut w = t.replace_partition(d, RunInfo::new("r")).await.unwrap();
     w.write(&b).await.unwrap();
     w.commit().await.unwrap();
+    t
+}
+
+/// Parquet writers leave NaN out of a float column's bounds, and
+/// DataFusion orders NaN above every number: a row group whose footer says
+/// `max = 2` may still hold a row matching `x > 5`.
+#[tokio::test]
+async fn a_nan_is_found_although_footer_bounds_leave_it_out() {
+    let x = Arc::new(arrow_array::Float64Array::from(vec![1.0, f64::NAN, 2.0]));
+    let t = one_date("m", "date:date,x:float64", &[], x).await;
     let (n, _) = run(&t, "SELECT count(*) FROM t WHERE x > 5").await;
     assert_eq!(n, 1);
 }
@@ -322,31 +333,10 @@ async fn a_nan_is_found_although_footer_bounds_leave_it_out() {
 /// column is widened to int64, a lookup must still find their rows.
 #[tokio::test]
 async fn a_bloom_filter_written_before_a_widening_still_finds_its_values() {
-    let loc = StorageLocation::parse("memory://")
-        .unwrap()
-        .child("w")
-        .unwrap();
-    let schema = TableSchema::parse_spec("w", "date:date,k:int32", "date").unwrap();
-    let props = TableProperties::default()
-        .with_bloom_filters("w", &schema, &["k"])
-        .unwrap();
-    let t = Table::create_with_properties(loc, "w", schema.clone(), props, options())
-        .await
-        .unwrap();
-    let d = date("2026-03-01");
-    let b = arrow_array::RecordBatch::try_new(
-        schema.arrow_schema(),
-        vec![
-            Arc::new(arrow_array::Date32Array::from(vec![days(d); 1000])),
-            Arc::new(arrow_array::Int32Array::from_iter_values(
-                (0..1000).map(|i| i * 3),
-            )),
-        ],
-    )
-    .unwrap();
-    let mut w = t.replace_partition(d, RunInfo::new("r")).await.unwrap();
-    w.write(&b).await.unwrap();
-    w.commit().await.unwrap();
+    let k = Arc::new(arrow_array::Int32Array::from_iter_values(
+        (0..1000).map(|i| i * 3),
+    ));
+    let t = one_date("w", "date:date,k:int32", &["k"], k).await;
     let (n, before) = run(&t, "SELECT count(*) FROM t WHERE k = 2997").await;
     assert_eq!(n, 1);
     let (n, _) = run(&t, "SELECT count(*) FROM t WHERE k = 2998").await;

@@ -44,11 +44,14 @@ impl Ui {
 
     /// `(status, headers, body)` of one request.
     fn call(&self, method: &str, path: &str, headers: &[&str]) -> (u16, String, String) {
+        let host = format!("Host: {}", self.addr);
+        self.raw(method, path, &[&[host.as_str()][..], headers].concat())
+    }
+
+    /// [`Ui::call`] with exactly the headers given (no `Host` added).
+    fn raw(&self, method: &str, path: &str, headers: &[&str]) -> (u16, String, String) {
         let mut s = TcpStream::connect(&self.addr).unwrap();
-        let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
-            self.addr
-        );
+        let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
         for h in headers {
             req.push_str(h);
             req.push_str("\r\n");
@@ -216,15 +219,41 @@ fn pages_render_the_calendar_lineage_and_stage_and_escape_user_text() {
     );
     let (status, js) = ui.get("/assets/ui.js");
     assert_eq!(status, 200);
-    assert!(js.contains("setInterval"));
+    assert!(js.contains("setTimeout"));
+}
+
+/// Every file of the warehouse with its bytes.
+fn contents(wh: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = walk(wh)
+        .into_iter()
+        .filter(|p| p.is_file())
+        .map(|p| (p.clone(), std::fs::read(&p).unwrap()))
+        .collect();
+    files.sort();
+    files
 }
 
 #[test]
 fn nothing_changes_through_the_ui_and_bad_names_are_refused() {
     let dir = warehouse();
     let wh = dir.path();
-    let before = walk(wh);
+    let before = contents(wh);
     let ui = Ui::start(wh, &[]);
+    for path in [
+        "/",
+        "/tables/orders",
+        "/tables/orders/partitions/2026-03-15",
+        "/tables/orders/stages/restate",
+        "/api/tables",
+        "/api/tables/orders/status",
+        "/api/tables/orders/log",
+        "/api/tables/orders/partitions",
+        "/api/tables/orders/partitions/2026-03-15",
+        "/api/tables/orders/schema",
+        "/api/tables/orders/stages/restate",
+    ] {
+        assert_eq!(ui.get(path).0, 200, "{path}");
+    }
     for method in ["POST", "PUT", "DELETE", "PATCH"] {
         for path in [
             "/",
@@ -248,7 +277,15 @@ fn nothing_changes_through_the_ui_and_bad_names_are_refused() {
     let (status, body) = ui.get("/tables/%3Cb%3E");
     assert_eq!(status, 400);
     assert!(!body.contains("<b>"), "{body}");
-    assert_eq!(walk(wh), before, "the UI wrote to the warehouse");
+    assert_eq!(
+        ui.get("/api/tables/orders/status?from=2000-01-01&to=2026-03-20")
+            .0,
+        400
+    );
+    assert_eq!(ui.get("/api/tables/orders/stages/..%2Fx").0, 400);
+    // A page on another name (DNS rebinding) is refused without a token.
+    assert_eq!(ui.raw("GET", "/api/tables", &["Host: evil.example"]).0, 403);
+    assert!(contents(wh) == before, "the UI wrote to the warehouse");
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use chrono::NaiveDate;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use logbook_core::lifecycle::{self, DateStatus, PartitionState};
 use logbook_core::{answers, Table, TableKind};
 use serde::{Deserialize, Serialize};
@@ -21,7 +21,24 @@ pub struct Range {
     pub to: Option<NaiveDate>,
 }
 
+/// The most dates one request may ask about (ten years of days).
+pub const MAX_DAYS: i64 = 3660;
+
 impl Range {
+    /// `Err` for a range longer than [`MAX_DAYS`] or reversed.
+    pub fn check(&self, table: &str) -> Result<(), UiError> {
+        if let Some(from) = self.from {
+            let days = (self.to() - from).num_days();
+            if !(0..=MAX_DAYS).contains(&days) {
+                return Err(UiError::BadRequest(format!(
+                    "table {table}: from {from} to {} is not a range of at most {MAX_DAYS} days",
+                    self.to()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The last date: `to`, or yesterday by the wall clock (the last day
     /// whose run is due), as the CLI defaults it.
     pub fn to(&self) -> NaiveDate {
@@ -51,16 +68,31 @@ pub struct TableSummary {
     /// Dates per state from the schedule start to yesterday (partitioned
     /// tables only).
     pub states: BTreeMap<String, usize>,
+    /// Why the table could not be summarised (the other rows still are).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Every table of the warehouse, 16 opened at a time.
 pub(crate) async fn summaries(state: &AppState) -> Result<Vec<TableSummary>, UiError> {
     let names = state.warehouse.list_tables().await?;
-    futures::stream::iter(names)
-        .map(|name| summary(state, name))
+    Ok(futures::stream::iter(names)
+        .map(|name| async move {
+            summary(state, name.clone())
+                .await
+                .unwrap_or_else(|e| TableSummary {
+                    name,
+                    kind: "unknown",
+                    version: 0,
+                    committed_ms: None,
+                    partitions: 0,
+                    states: BTreeMap::new(),
+                    error: Some(e.to_string()),
+                })
+        })
         .buffered(16)
-        .try_collect()
-        .await
+        .collect()
+        .await)
 }
 
 async fn summary(state: &AppState, name: String) -> Result<TableSummary, UiError> {
@@ -94,6 +126,7 @@ async fn summary(state: &AppState, name: String) -> Result<TableSummary, UiError
         partitions,
         states,
         name,
+        error: None,
     })
 }
 
@@ -110,7 +143,15 @@ pub(crate) async fn date_statuses(
     range: &Range,
 ) -> Result<Vec<DateStatus>, UiError> {
     open(state, name).await?;
+    range.check(name)?;
     let status = lifecycle::status(&state.warehouse, name, range.from, range.to()).await?;
+    // Without `from`, the range starts at the schedule start: capped after.
+    if status.dates.len() as i64 > MAX_DAYS + 1 {
+        return Err(UiError::BadRequest(format!(
+            "table {name}: the schedule holds {} dates; ask with ?from= for at most {MAX_DAYS}",
+            status.dates.len()
+        )));
+    }
     Ok(status.dates)
 }
 
@@ -204,6 +245,11 @@ pub(crate) async fn stage_diff(
     stage: &str,
 ) -> Result<Vec<logbook_core::StageDiff>, UiError> {
     let table = open(state, name).await?;
+    logbook_core::names::validate_run_id(stage).map_err(|_| {
+        UiError::BadRequest(format!(
+            "table {name}: stage name {stage:?} must be letters, digits, '-', '_' or '.'"
+        ))
+    })?;
     // Only an existing stage: `Table::stage` would create one.
     if !table.stages().await?.iter().any(|s| s.name == stage) {
         return Err(UiError::NotFound(format!(

@@ -11,10 +11,13 @@ use subtle::ConstantTimeEq;
 
 const COOKIE: &str = "logbook_ui_token";
 
-/// `routes`, answering only requests that carry `token` (all when `None`).
+/// `routes`, answering only requests that carry `token`; without a token
+/// (loopback only), only requests addressed to a loopback name, so that a
+/// web page the operator visits cannot rebind its own name to 127.0.0.1
+/// and read the warehouse through the browser.
 pub(crate) fn guard(routes: Router, token: Option<String>) -> Router {
     match token {
-        None => routes,
+        None => routes.layer(middleware::from_fn(loopback_host)),
         Some(token) => routes.layer(middleware::from_fn(move |req: Request, next: Next| {
             let token = token.clone();
             async move { check(&token, req, next).await }
@@ -22,12 +25,36 @@ pub(crate) fn guard(routes: Router, token: Option<String>) -> Router {
     }
 }
 
+async fn loopback_host(req: Request, next: Next) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+        _ => host,
+    };
+    if matches!(name, "localhost" | "127.0.0.1" | "[::1]") {
+        next.run(req).await
+    } else {
+        (
+            StatusCode::FORBIDDEN,
+            "without a token the UI answers only requests to localhost, 127.0.0.1 or [::1]",
+        )
+            .into_response()
+    }
+}
+
 async fn check(token: &str, req: Request, next: Next) -> Response {
     if let Some(given) = query_token(req.uri().query()) {
         if constant_time_eq(given.as_bytes(), token.as_bytes()) {
             let cookie = format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/");
-            let to = req.uri().path().to_string();
-            return ([(header::SET_COOKIE, cookie)], Redirect::to(&to)).into_response();
+            return (
+                [(header::SET_COOKIE, cookie)],
+                Redirect::to(&same_page(&req)),
+            )
+                .into_response();
         }
         return refused();
     }
@@ -45,13 +72,31 @@ fn refused() -> Response {
         .into_response()
 }
 
-/// The token a request carries, from its header or the cookie.
+/// The page asked for, without the token: a path on this server (never
+/// `//other.host`), the other query parameters kept.
+fn same_page(req: &Request) -> String {
+    let path = format!("/{}", req.uri().path().trim_start_matches(['/', '\\']));
+    let rest: Vec<&str> = req
+        .uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|kv| !kv.is_empty() && !kv.starts_with("token="))
+        .collect();
+    match rest.is_empty() {
+        true => path,
+        false => format!("{path}?{}", rest.join("&")),
+    }
+}
+
+/// The token a request carries, from its bearer header or the cookie.
 fn carried(headers: &HeaderMap) -> Option<String> {
     if let Some(v) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
     {
-        return v.strip_prefix("Bearer ").map(str::to_string);
+        return Some(v.to_string());
     }
     headers
         .get_all(header::COOKIE)

@@ -3,7 +3,6 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use logbook_core::ErrorKind;
 
 /// A request that could not be answered.
 #[derive(Debug, thiserror::Error)]
@@ -19,11 +18,17 @@ pub enum UiError {
     Failed(String),
 }
 
+/// Only a missing table is the caller's 404 and only a malformed name the
+/// caller's 400: a missing data file or an undecodable one is the
+/// warehouse's failure (500), whatever its kind says to a writer.
 impl From<logbook_core::Error> for UiError {
     fn from(e: logbook_core::Error) -> Self {
-        match e.kind() {
-            ErrorKind::NotFound => UiError::NotFound(e.to_string()),
-            ErrorKind::InvalidInput => UiError::BadRequest(e.to_string()),
+        match &e {
+            // Without the warehouse's location: the page may be shared.
+            logbook_core::Error::TableNotFound { table, .. } => {
+                UiError::NotFound(format!("no table {table:?}"))
+            }
+            logbook_core::Error::InvalidName { .. } => UiError::BadRequest(e.to_string()),
             _ => UiError::Failed(e.to_string()),
         }
     }

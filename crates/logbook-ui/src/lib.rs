@@ -9,9 +9,11 @@
 //!
 //! Read-only by construction: only `GET` (and `HEAD`) routes exist, so any
 //! other method is refused with 405; table and stage names are validated
-//! as the CLI validates them before anything is read; every user-supplied
-//! string is escaped by the templates. Like `logbook serve`, it listens on
-//! loopback unless given a token.
+//! as the CLI validates them before anything is read, and a stage is
+//! opened only if listed; every user-supplied string is escaped by the
+//! templates; a request asks about at most ten years of dates. Like
+//! `logbook serve`, it listens on loopback unless given a token, and then
+//! answers only requests addressed to a loopback name (DNS rebinding).
 
 pub mod api;
 mod auth;
@@ -21,11 +23,17 @@ mod pages;
 use std::future::Future;
 use std::sync::Arc;
 
+use axum::extract::Request;
+use axum::middleware::{self, Next};
 use axum::routing::get;
 use axum::Router;
 use logbook_core::Warehouse;
 
 pub use error::UiError;
+
+/// Requests answered at once; each may read a table's whole status, so
+/// more wait rather than compete for the store.
+pub const MAX_CONCURRENT_REQUESTS: usize = 8;
 
 /// How the UI serves.
 #[derive(Debug, Clone, Default)]
@@ -44,6 +52,7 @@ pub(crate) struct AppState {
 /// The UI's routes over `warehouse`.
 pub fn router(warehouse: Warehouse, options: UiOptions) -> Router {
     let state = Arc::new(AppState { warehouse });
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS));
     let routes = Router::new()
         .route("/", get(pages::home))
         .route("/tables/{table}", get(pages::table))
@@ -58,7 +67,15 @@ pub fn router(warehouse: Warehouse, options: UiOptions) -> Router {
         .route("/api/tables/{table}/partitions/{date}", get(api::partition))
         .route("/api/tables/{table}/schema", get(api::schema))
         .route("/api/tables/{table}/stages/{stage}", get(api::stage))
-        .with_state(state);
+        .with_state(state)
+        .layer(middleware::from_fn(move |req: Request, next: Next| {
+            let permits = permits.clone();
+            async move {
+                // Requests beyond the limit wait their turn.
+                let _permit = permits.acquire_owned().await;
+                next.run(req).await
+            }
+        }));
     auth::guard(routes, options.token)
 }
 

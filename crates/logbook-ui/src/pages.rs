@@ -69,7 +69,8 @@ pub(crate) async fn home(State(state): State<Arc<AppState>>) -> Response {
                     @for s in PartitionState::ALL { th.num { (s.to_string()) } }
                 } }
                 tbody { @for t in &tables { tr {
-                    td { a href=(format!("/tables/{}", t.name)) { (t.name) } }
+                    td { a href=(format!("/tables/{}", t.name)) { (t.name) }
+                        @if let Some(e) = &t.error { div.error { (e) } } }
                     td { (t.kind) }
                     td.num { (t.partitions) }
                     td.num { (t.version) }
@@ -139,7 +140,23 @@ fn cell_title(d: &DateStatus) -> String {
     for p in &d.problems {
         t.push_str(&format!("\n{p}"));
     }
+    for r in &d.runs {
+        t.push_str(&format!("\n{}", run_text(r)));
+    }
     t
+}
+
+fn run_text(r: &logbook_core::lifecycle::RunningWrite) -> String {
+    let what = if r.abandoned {
+        "abandoned run"
+    } else {
+        "running"
+    };
+    format!(
+        "{what} {} since {}",
+        r.marker.run_id,
+        time(r.marker.started_ms)
+    )
 }
 
 /// Rows per date as a bar chart (inline SVG): the bad day stands out.
@@ -171,7 +188,8 @@ pub(crate) async fn table(
         let snap = t.latest().await?;
         let schema = snap.schema().clone();
         let props = snap.properties().clone();
-        let log = answers::log(&t).await?;
+        // The latest 20 entries only: one read per entry.
+        let log = t.history_from(snap.version().saturating_sub(19)).await?;
         let stages = t.stages().await?;
         let partitioned = matches!(schema.kind, TableKind::Partitioned { .. });
         let (dates, parts) = if partitioned {
@@ -201,13 +219,14 @@ pub(crate) async fn table(
                             " " span.(state_class(d.state)) { (d.state.to_string()) }
                             @for r in &d.reasons { div { (r.to_string()) } }
                             @for p in &d.problems { div { (p.to_string()) } }
+                            @for r in &d.runs { div { (run_text(r)) } }
                         }
                     } }
                 }
                 h2 { "Rows per date" }
                 (rows_chart(&parts))
             } @else {
-                p { "A dimension (SCD2) keyed by " (schema.spec()) "." }
+                p { "A dimension (SCD2) keyed by " (dimension_keys(&schema.kind)) "." }
             }
             h2 { "Properties" }
             dl {
@@ -228,13 +247,13 @@ pub(crate) async fn table(
             h2 { "Log (latest 20)" }
             table.list {
                 thead { tr { th { "version" } th { "committed" } th { "operation" } th { "dates" } th { "run" } th { "rows" } } }
-                tbody { @for l in log.iter().rev().take(20) { tr {
-                    td.num { (l.entry.version) }
-                    td { (time(l.entry.timestamp_ms)) }
-                    td { (l.entry.operation.to_string()) @if let Some(c) = &l.entry.change { " (" (c) ")" } }
-                    td { (dates_text(&l.entry.dates)) }
-                    td { (l.entry.run.as_ref().map_or("", |r| r.run_id.as_str())) }
-                    td.num { (l.entry.rows_added) }
+                tbody { @for e in log.iter().rev() { tr {
+                    td.num { (e.version) }
+                    td { (time(e.timestamp_ms)) }
+                    td { (e.operation.to_string()) @if let Some(c) = &e.change { " (" (c) ")" } }
+                    td { (dates_text(&e.dates)) }
+                    td.mono { (e.run.as_ref().map_or("", |r| r.run_id.as_str())) }
+                    td.num { (e.rows_added) }
                 } } }
             }
             h2 { "Stages" }
@@ -248,6 +267,13 @@ pub(crate) async fn table(
     }
     .await;
     page(&name, body)
+}
+
+fn dimension_keys(kind: &TableKind) -> String {
+    match kind {
+        TableKind::Scd2 { keys } => keys.join(", "),
+        TableKind::Partitioned { .. } => String::new(),
+    }
 }
 
 fn dates_text(dates: &[NaiveDate]) -> String {
@@ -282,6 +308,14 @@ pub(crate) async fn partition(
             @if !v.status.reasons.is_empty() {
                 h2 { "Why it is stale" }
                 ul { @for r in &v.status.reasons { li { (r.to_string()) } } }
+            }
+            @if !v.status.problems.is_empty() {
+                h2 { "Problems" }
+                ul { @for p in &v.status.problems { li { (p.to_string()) } } }
+            }
+            @if !v.status.runs.is_empty() {
+                h2 { "Writes in progress" }
+                ul { @for r in &v.status.runs { li.mono { (run_text(r)) } } }
             }
             @if let Some(e) = &v.entry {
                 h2 { "Run" }

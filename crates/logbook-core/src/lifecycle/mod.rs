@@ -11,4 +11,6 @@ pub mod state;
 
 pub use check::{check, CheckDepth, CheckReport, Problem, ProblemKind};
 pub use plan::{plan, Plan, PlanStep, Selection};
-pub use state::{status, DateStatus, InputChange, PartitionState, StaleReason, TableStatus};
+pub use state::{
+    status, DateStatus, InputChange, PartitionState, RunningWrite, StaleReason, TableStatus,
+};

@@ -114,29 +114,33 @@ impl Table {
     }
 
     /// Every stage of the table (published ones too), by name: one listing
-    /// of the stages directory, then each stage's record.
+    /// of the stages directory, then each stage's record. A stage dropped
+    /// meanwhile is left out; an unreadable record is an error naming it.
     pub async fn stages(&self) -> Result<Vec<StageInfo>> {
-        let objects = self.inner.list(layout::STAGES_DIR).await?;
-        let mut names: Vec<String> = objects
+        let loc = &self.inner.location;
+        let mut names: Vec<String> = self
+            .inner
+            .list(layout::STAGES_DIR)
+            .await?
             .iter()
             .filter_map(|o| {
-                let mut parts = o.location.parts().collect::<Vec<_>>().into_iter().rev();
-                match (parts.next(), parts.next()) {
-                    (Some(file), Some(name)) if file.as_ref() == "stage.json" => {
-                        Some(name.as_ref().to_string())
-                    }
-                    _ => None,
-                }
+                let relative = loc.relative(&o.location);
+                let rest = relative
+                    .strip_prefix(layout::STAGES_DIR)?
+                    .strip_prefix('/')?;
+                let (name, file) = rest.split_once('/')?;
+                (file == "stage.json").then(|| name.to_string())
             })
             .collect();
         names.sort();
-        futures::stream::iter(names)
-            .map(|name| async move { self.inner.get_json(&layout::stage_info(&name)).await })
+        let infos: Vec<Option<StageInfo>> = futures::stream::iter(names)
+            .map(|name| async move { self.inner.get_json_opt(&layout::stage_info(&name)).await })
             .buffered(16)
-            .collect::<Vec<Result<StageInfo>>>()
+            .collect::<Vec<Result<Option<StageInfo>>>>()
             .await
             .into_iter()
-            .collect()
+            .collect::<Result<_>>()?;
+        Ok(infos.into_iter().flatten().collect())
     }
 
     /// Open an existing stage; `NotFound`-kind error if there is none.

@@ -64,7 +64,7 @@ impl FilePruner for InsideFiles {
 
 impl InsideFiles {
     /// The row groups of `keep` that `predicate` cannot rule out, given the
-    /// statistics `stats` builds over them (errors keep them all).
+    /// statistics `stats` builds over them.
     fn prune<'f, S: PruningStatistics>(
         &self,
         predicate: &PruningPredicate,
@@ -75,14 +75,8 @@ impl InsideFiles {
         if keep.is_empty() {
             return keep;
         }
-        match predicate.prune(&stats(file, &keep)) {
-            Ok(mask) => keep
-                .into_iter()
-                .zip(mask)
-                .filter_map(|(rg, k)| k.then_some(rg))
-                .collect(),
-            Err(_) => keep,
-        }
+        let stats = stats(file, &keep);
+        retain(predicate, &stats, keep)
     }
 
     /// Drop row groups whose bloom filters rule out every value an
@@ -120,14 +114,7 @@ impl InsideFiles {
                 filters,
                 ty: file.schema().field(field).data_type().clone(),
             };
-            keep = match self.predicate.whole.prune(&stats) {
-                Ok(mask) => keep
-                    .into_iter()
-                    .zip(mask)
-                    .filter_map(|(rg, k)| k.then_some(rg))
-                    .collect(),
-                Err(_) => keep,
-            };
+            keep = retain(&self.predicate.whole, &stats, keep);
         }
         keep
     }
@@ -175,6 +162,23 @@ impl InsideFiles {
             }
         }
         (kept, narrowed.then(|| RowSelection::from(selectors)))
+    }
+}
+
+/// The row groups of `keep` (one container of `stats` each) `predicate`
+/// cannot rule out; an error keeps them all.
+fn retain(
+    predicate: &PruningPredicate,
+    stats: &impl PruningStatistics,
+    keep: Vec<usize>,
+) -> Vec<usize> {
+    match predicate.prune(stats) {
+        Ok(mask) => keep
+            .into_iter()
+            .zip(mask)
+            .filter_map(|(rg, k)| k.then_some(rg))
+            .collect(),
+        Err(_) => keep,
     }
 }
 
