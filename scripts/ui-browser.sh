@@ -11,8 +11,10 @@ cd "$(dirname "$0")/.."
 PINS="selenium==4.38.0"
 target="${CARGO_TARGET_DIR:-target}"
 venv="${LOGBOOK_VENV_DIR:-$target/venv-ui}"
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null
 fi
 . scripts/venv.sh
 ensure_venv "$venv" "$PINS"

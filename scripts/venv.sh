@@ -90,4 +90,5 @@ start_listening() {
     sleep 0.1
   done
   SERVER_URL=$(sed -n 's/^listening on //p' "$work/$name.out")
+  [ -n "$SERVER_URL" ] || { echo "$* did not start listening within 10 s" >&2; cat "$work/$name.log" >&2; return 1; }
 }

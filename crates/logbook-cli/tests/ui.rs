@@ -282,6 +282,12 @@ fn nothing_changes_through_the_ui_and_bad_names_are_refused() {
             .0,
         400
     );
+    // Far-future dates are refused before any date is computed.
+    assert_eq!(
+        ui.get("/api/tables/orders/status?to=%2B262142-12-31").0,
+        400
+    );
+    assert_eq!(ui.get("/tables/orders/partitions/%2B262142-12-31").0, 400);
     assert_eq!(ui.get("/api/tables/orders/stages/..%2Fx").0, 400);
     // A page on another name (DNS rebinding) is refused without a token.
     assert_eq!(ui.raw("GET", "/api/tables", &["Host: evil.example"]).0, 403);

@@ -25,18 +25,39 @@ pub struct Range {
 pub const MAX_DAYS: i64 = 3660;
 
 impl Range {
-    /// `Err` for a range longer than [`MAX_DAYS`] or reversed.
-    pub fn check(&self, table: &str) -> Result<(), UiError> {
-        if let Some(from) = self.from {
-            let days = (self.to() - from).num_days();
-            if !(0..=MAX_DAYS).contains(&days) {
-                return Err(UiError::BadRequest(format!(
-                    "table {table}: from {from} to {} is not a range of at most {MAX_DAYS} days",
-                    self.to()
-                )));
-            }
+    /// The range to ask `status` for, checked before anything is computed:
+    /// `to` at most a year ahead; without `from`, the schedule start (or
+    /// the first committed date, as `status` defaults it), or the last
+    /// [`MAX_DAYS`] before `to` if the schedule is longer; with `from`, at
+    /// most [`MAX_DAYS`] days.
+    pub(crate) async fn resolve(&self, table: &Table) -> Result<(NaiveDate, NaiveDate), UiError> {
+        let name = table.name();
+        let to = self.to();
+        let horizon = Range::default().to() + chrono::Days::new(366);
+        if to > horizon {
+            return Err(UiError::BadRequest(format!(
+                "table {name}: to {to} is more than a year ahead"
+            )));
         }
-        Ok(())
+        let from = match self.from {
+            Some(from) => from,
+            None => {
+                let snap = table.latest().await?;
+                let first = match snap.properties().schedule_start {
+                    Some(d) => Some(d),
+                    None => snap.partitions().await?.first().map(|p| p.date),
+                };
+                let earliest = to - chrono::Days::new(MAX_DAYS as u64);
+                first.unwrap_or(to).max(earliest)
+            }
+        };
+        let days = (to - from).num_days();
+        if !(0..=MAX_DAYS).contains(&days) {
+            return Err(UiError::BadRequest(format!(
+                "table {name}: from {from} to {to} is not a range of at most {MAX_DAYS} days"
+            )));
+        }
+        Ok((from, to))
     }
 
     /// The last date: `to`, or yesterday by the wall clock (the last day
@@ -142,16 +163,9 @@ pub(crate) async fn date_statuses(
     name: &str,
     range: &Range,
 ) -> Result<Vec<DateStatus>, UiError> {
-    open(state, name).await?;
-    range.check(name)?;
-    let status = lifecycle::status(&state.warehouse, name, range.from, range.to()).await?;
-    // Without `from`, the range starts at the schedule start: capped after.
-    if status.dates.len() as i64 > MAX_DAYS + 1 {
-        return Err(UiError::BadRequest(format!(
-            "table {name}: the schedule holds {} dates; ask with ?from= for at most {MAX_DAYS}",
-            status.dates.len()
-        )));
-    }
+    let table = open(state, name).await?;
+    let (from, to) = range.resolve(&table).await?;
+    let status = lifecycle::status(&state.warehouse, name, Some(from), to).await?;
     Ok(status.dates)
 }
 
@@ -211,7 +225,8 @@ pub(crate) async fn partition_view(
         from: Some(date),
         to: Some(date),
     };
-    let status = lifecycle::status(&state.warehouse, name, range.from, range.to())
+    let (from, to) = range.resolve(&table).await?;
+    let status = lifecycle::status(&state.warehouse, name, Some(from), to)
         .await?
         .dates
         .into_iter()

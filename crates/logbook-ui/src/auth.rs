@@ -35,7 +35,8 @@ async fn loopback_host(req: Request, next: Next) -> Response {
         Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
         _ => host,
     };
-    if matches!(name, "localhost" | "127.0.0.1" | "[::1]") {
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    if matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]") {
         next.run(req).await
     } else {
         (
@@ -110,10 +111,11 @@ fn carried(headers: &HeaderMap) -> Option<String> {
         })
 }
 
+/// The `token` query parameter, percent-decoded.
 fn query_token(query: Option<&str>) -> Option<String> {
-    query?
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("token=").map(str::to_string))
+    url::form_urlencoded::parse(query?.as_bytes())
+        .find(|(k, _)| k == "token")
+        .map(|(_, v)| v.into_owned())
 }
 
 /// Compared in constant time, so timing does not reveal a prefix.

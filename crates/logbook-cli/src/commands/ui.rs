@@ -22,6 +22,17 @@ pub struct Args {
 
 pub async fn run(warehouse: Warehouse, args: Args) -> Result<(), CliError> {
     let token = args.token_file.as_deref().map(read_token).transpose()?;
+    // The token travels in a cookie: visible ASCII without `;` `,` or `"`.
+    if let Some(t) = &token {
+        if !t
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b";,\"\\".contains(&b))
+        {
+            return Err(CliError::Input(
+                "the token may hold only visible ASCII characters other than ; , \" and \\ (it is kept in a cookie)".into(),
+            ));
+        }
+    }
     if token.is_none() && !args.listen.ip().is_loopback() {
         return Err(CliError::Input(format!(
             "refusing to listen on {} without a token: anyone who can reach it could read the warehouse; give --token-file",
