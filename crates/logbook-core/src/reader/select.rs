@@ -112,17 +112,39 @@ impl FileAccess<'_> {
         }
     }
 
-    /// The bloom filter of table column `name` in row group `row_group`, if
-    /// the file has one (fetched from the store: call only when it helps).
-    pub async fn bloom_filter(&mut self, row_group: usize, name: &str) -> Result<Option<Sbbf>> {
-        let Some(field) = self.column(name) else {
-            return Ok(None);
-        };
+    /// The Parquet leaf column of table column `name` (`None` when the
+    /// file lacks it or it is nested: no single statistics or filter).
+    fn leaf(&self, name: &str) -> Option<usize> {
+        let field = self.column(name)?;
         let schema = self.builder.parquet_schema();
         let mut leaves =
             (0..schema.num_columns()).filter(|l| schema.get_column_root_idx(*l) == field);
-        let (Some(leaf), None) = (leaves.next(), leaves.next()) else {
-            return Ok(None); // a nested column: no single filter
+        match (leaves.next(), leaves.next()) {
+            (Some(leaf), None) => Some(leaf),
+            _ => None,
+        }
+    }
+
+    /// Whether the writer wrote a bloom filter for table column `name` in
+    /// any of `row_groups` (from the footer; nothing is fetched).
+    pub fn has_bloom_filter(&self, row_groups: &[usize], name: &str) -> bool {
+        let Some(leaf) = self.leaf(name) else {
+            return false;
+        };
+        let meta = self.metadata();
+        row_groups.iter().any(|rg| {
+            meta.row_group(*rg)
+                .column(leaf)
+                .bloom_filter_offset()
+                .is_some()
+        })
+    }
+
+    /// The bloom filter of table column `name` in row group `row_group`, if
+    /// the file has one (fetched from the store: call only when it helps).
+    pub async fn bloom_filter(&mut self, row_group: usize, name: &str) -> Result<Option<Sbbf>> {
+        let Some(leaf) = self.leaf(name) else {
+            return Ok(None);
         };
         self.builder
             .get_row_group_column_bloom_filter(row_group, leaf)

@@ -91,13 +91,7 @@ impl InsideFiles {
             let Some(field) = file.column(&name) else {
                 continue;
             };
-            let has_filter = keep.iter().any(|rg| {
-                let meta = file.metadata().row_group(*rg);
-                (0..meta.num_columns()).any(|c| {
-                    file.parquet_schema().get_column_root_idx(c) == field
-                        && meta.column(c).bloom_filter_offset().is_some()
-                })
-            });
+            let has_filter = file.has_bloom_filter(&keep, &name);
             if !has_filter || keep.is_empty() {
                 continue;
             }
