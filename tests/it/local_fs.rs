@@ -46,3 +46,52 @@ async fn a_local_table_replaces_and_races_like_any_other() {
     );
     assert_eq!(t.latest_version().await.unwrap(), 3);
 }
+
+/// Deleting a file on a local directory removes the directories it leaves
+/// empty: object_store keeps them, and every `status` walks `running/` and
+/// `data/`, so three years of finished writes made it walk thousands of
+/// empty directories (BENCHMARKS.md, "Web UI").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_files_leave_no_empty_directories_behind() {
+    use logbook::maintenance::{expire, vacuum, Keep, VacuumOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let wh = Warehouse::new(
+        logbook::StorageLocation::parse(dir.path().to_str().unwrap()).unwrap(),
+        options().with_clock(std::sync::Arc::new(logbook::clock::SystemClock)),
+    );
+    let schema = logbook::TableSchema::parse_spec("orders", SPEC, "date").unwrap();
+    let t = wh.create_table("orders", schema).await.unwrap();
+    let (d, other) = (date("2026-03-15"), date("2026-03-16"));
+    replace(&t, d, 0..10, "one", "r1").await;
+    replace(&t, other, 0..3, "one", "r2").await;
+    replace(&t, d, 0..4, "two", "r3").await;
+    let running = dir.path().join("orders/_logbook/running");
+    let left: Vec<_> = std::fs::read_dir(&running)
+        .map(|r| r.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "finished writes left {left:?}");
+
+    expire(&t, Keep::Last(1)).await.unwrap();
+    let sweep = VacuumOptions {
+        retention_ms: 0,
+        force: true,
+        dry_run: false,
+    };
+    let report = vacuum(&t, sweep).await.unwrap();
+    assert!(!report.deleted.is_empty());
+    let writes = |date: &str| {
+        std::fs::read_dir(dir.path().join(format!("orders/data/date={date}")))
+            .unwrap()
+            .count()
+    };
+    assert_eq!(
+        writes("2026-03-15"),
+        1,
+        "the replaced write's directory is gone"
+    );
+    assert_eq!(writes("2026-03-16"), 1, "the other date's write is kept");
+    // Writing into a date whose directories were removed works, and reads.
+    replace(&t, d, 0..2, "three", "r4").await;
+    assert_eq!(rows(&t.latest().await.unwrap(), d).await.len(), 2);
+    assert_eq!(rows(&t.latest().await.unwrap(), other).await.len(), 3);
+}

@@ -172,9 +172,11 @@ fn every_api_answer_equals_the_clis_json() {
         ui.json("/api/tables/orders/stages/restate"),
         cli_json(wh, &["stage", "diff", "orders", "restate", "--json"])
     );
-    let tables = ui.json("/api/tables");
+    let count = ui.json("/api/tables");
+    let tables = &count["tables"];
     assert_eq!(tables[0]["name"], "orders");
     assert_eq!(tables[0]["partitions"], 2);
+    assert!(count["counted_ms"].as_i64().unwrap() > 0, "{count}");
 }
 
 #[test]

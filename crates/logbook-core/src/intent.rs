@@ -95,16 +95,28 @@ pub(crate) async fn beat(table: &TableInner, marker: &RunMarker) {
 
 /// Write (or refresh) the marker, reporting failure: a writer back from a
 /// pause must know its marker protects its files again.
+///
+/// Tried twice: on a local directory, a writer of the same date finishing
+/// at that moment may remove the date's directory between the `mkdir`s of
+/// this put (`StorageLocation::remove_empty_parents`); writing a marker
+/// again is harmless.
 pub(crate) async fn beat_strict(table: &TableInner, marker: &RunMarker) -> Result<()> {
-    table.put_json(&marker.path(), marker).await
+    match table.put_json(&marker.path(), marker).await {
+        Ok(()) => Ok(()),
+        Err(_) => table.put_json(&marker.path(), marker).await,
+    }
 }
 
 /// Remove the marker of a finished write.
 pub(crate) async fn clear(table: &TableInner, marker: &RunMarker) {
-    let path = table.location.path(&marker.path());
-    if let Err(e) = table.location.store().delete(&path).await {
-        if !matches!(e, object_store::Error::NotFound { .. }) {
-            tracing::warn!(table = %table.name, date = %marker.date, error = %e, "could not delete the run's intent marker");
+    let relative = marker.path();
+    let path = table.location.path(&relative);
+    match table.location.store().delete(&path).await {
+        // The run's directory and the date's (`beat_strict` retries).
+        Ok(()) => table.location.remove_empty_parents(&relative, 2),
+        Err(object_store::Error::NotFound { .. }) => {}
+        Err(e) => {
+            tracing::warn!(table = %table.name, date = %marker.date, error = %e, "could not delete the run's intent marker")
         }
     }
 }

@@ -247,8 +247,11 @@ pub(crate) async fn delete_files(table: &TableInner, files: &[String]) -> bool {
     let mut all = true;
     for f in files {
         let path = table.location.path(f);
-        if let Err(e) = store.delete(&path).await {
-            if !matches!(e, object_store::Error::NotFound { .. }) {
+        match store.delete(&path).await {
+            // The write's own directory only: the date's is shared.
+            Ok(()) => table.location.remove_empty_parents(f, 1),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => {
                 all = false;
                 tracing::warn!(table = %table.name, file = %f, error = %e, "could not delete staged file; vacuum will");
             }

@@ -26,6 +26,9 @@ pub struct StorageLocation {
     store: Arc<dyn ObjectStore>,
     prefix: Option<Path>,
     uri: String,
+    /// A local directory's path on disk, which object paths are relative
+    /// to (see [`StorageLocation::remove_empty_parents`]).
+    local_root: Option<Arc<std::path::PathBuf>>,
 }
 
 impl std::fmt::Debug for StorageLocation {
@@ -115,11 +118,11 @@ impl StorageLocation {
         let store = LocalFileSystem::new_with_prefix(&canonical)
             .map_err(|e| Error::storage(canonical.display(), e))?
             .with_fsync(true);
-        Ok(Self::from_store(
-            Arc::new(store),
-            "",
-            &format!("file://{}", canonical.display()),
-        ))
+        let uri = format!("file://{}", canonical.display());
+        Ok(Self {
+            local_root: Some(Arc::new(canonical)),
+            ..Self::from_store(Arc::new(store), "", &uri)
+        })
     }
 
     /// Wrap an existing store (tests use this to inject counting or faulty stores).
@@ -129,6 +132,7 @@ impl StorageLocation {
             store,
             prefix: (!prefix.is_empty()).then(|| Path::from(prefix)),
             uri: uri.to_string(),
+            local_root: None,
         }
     }
 
@@ -146,7 +150,37 @@ impl StorageLocation {
             } else {
                 format!("{}/{name}", self.uri)
             },
+            local_root: self.local_root.clone(),
         })
+    }
+
+    /// After `relative` was deleted, remove up to `levels` of its parent
+    /// directories that it left empty, deepest first.
+    ///
+    /// Only a local directory has any: object stores have no directories,
+    /// and object_store's local store keeps them, so that every listing of
+    /// `data/` or `_logbook/running/` walked each directory a date or a
+    /// write ever had (half of a `status` on a table with three years of
+    /// dates; BENCHMARKS.md, "Web UI"). A directory holding anything is not
+    /// removed, and a listing skips one that vanishes. A writer creating a
+    /// directory that is removed between its two `mkdir`s fails its put:
+    /// callers pass only directories no other writer creates, or retry
+    /// (intent markers). Failures are ignored: an empty directory costs
+    /// time only.
+    pub(crate) fn remove_empty_parents(&self, relative: &str, levels: usize) {
+        let Some(root) = &self.local_root else {
+            return;
+        };
+        let mut dir = relative.trim_matches('/');
+        for _ in 0..levels {
+            let Some((parent, _)) = dir.rsplit_once('/') else {
+                return;
+            };
+            if std::fs::remove_dir(root.join(self.path(parent).as_ref())).is_err() {
+                return;
+            }
+            dir = parent;
+        }
     }
 
     /// The URI this location was opened from.

@@ -1,7 +1,6 @@
 //! `/api/...`: each page's data as JSON, the same as the CLI's `--json`
 //! for the same question (both call the same functions).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
@@ -12,6 +11,7 @@ use logbook_core::lifecycle::{self, DateStatus, PartitionState};
 use logbook_core::{answers, Table, TableKind};
 use serde::{Deserialize, Serialize};
 
+use crate::summaries::Count;
 use crate::{AppState, UiError};
 
 /// `?from=&to=`, as `logbook status --from --to` takes them.
@@ -77,84 +77,9 @@ pub(crate) async fn open(state: &AppState, name: &str) -> Result<Table, UiError>
     Ok(state.warehouse.table(name).await?)
 }
 
-/// One row of the home page.
-#[derive(Debug, Clone, Serialize)]
-pub struct TableSummary {
-    pub name: String,
-    /// `partitioned` or `dimension`.
-    pub kind: &'static str,
-    pub version: u64,
-    pub committed_ms: Option<i64>,
-    pub partitions: usize,
-    /// Dates per state from the schedule start to yesterday (partitioned
-    /// tables only).
-    pub states: BTreeMap<String, usize>,
-    /// Why the table could not be summarised (the other rows still are).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// Every table of the warehouse, 16 opened at a time.
-pub(crate) async fn summaries(state: &AppState) -> Result<Vec<TableSummary>, UiError> {
-    let names = state.warehouse.list_tables().await?;
-    Ok(futures::stream::iter(names)
-        .map(|name| async move {
-            summary(state, name.clone())
-                .await
-                .unwrap_or_else(|e| TableSummary {
-                    name,
-                    kind: "unknown",
-                    version: 0,
-                    committed_ms: None,
-                    partitions: 0,
-                    states: BTreeMap::new(),
-                    error: Some(e.to_string()),
-                })
-        })
-        .buffered(16)
-        .collect()
-        .await)
-}
-
-async fn summary(state: &AppState, name: String) -> Result<TableSummary, UiError> {
-    let table = state.warehouse.table(&name).await?;
-    let snap = table.latest().await?;
-    let committed_ms = table
-        .history_from(snap.version())
-        .await?
-        .first()
-        .map(|e| e.timestamp_ms);
-    let partitioned = matches!(snap.schema().kind, TableKind::Partitioned { .. });
-    let mut states = BTreeMap::new();
-    let partitions = if partitioned {
-        let status =
-            lifecycle::status(&state.warehouse, &name, None, Range::default().to()).await?;
-        for s in PartitionState::ALL {
-            states.insert(s.to_string(), status.count(s));
-        }
-        snap.partitions().await?.len()
-    } else {
-        0
-    };
-    Ok(TableSummary {
-        kind: if partitioned {
-            "partitioned"
-        } else {
-            "dimension"
-        },
-        version: snap.version(),
-        committed_ms,
-        partitions,
-        states,
-        name,
-        error: None,
-    })
-}
-
-pub(crate) async fn tables(
-    State(state): State<Arc<AppState>>,
-) -> Result<Json<Vec<TableSummary>>, UiError> {
-    Ok(Json(summaries(&state).await?))
+/// Every table's summary, as last counted (see [`crate::summaries`]).
+pub(crate) async fn tables(State(state): State<Arc<AppState>>) -> Result<Json<Count>, UiError> {
+    Ok(Json((*state.summaries.get().await?).clone()))
 }
 
 /// The status of each date (`logbook status T --json`).

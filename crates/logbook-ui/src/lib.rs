@@ -19,6 +19,7 @@ pub mod api;
 mod auth;
 mod error;
 mod pages;
+pub mod summaries;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -47,11 +48,21 @@ pub struct UiOptions {
 #[derive(Debug, Clone)]
 pub(crate) struct AppState {
     pub(crate) warehouse: Warehouse,
+    pub(crate) summaries: Arc<summaries::Summaries>,
 }
 
-/// The UI's routes over `warehouse`.
+/// The UI's routes over `warehouse`. The home page's first count starts
+/// at its first visit (see [`summaries`]).
 pub fn router(warehouse: Warehouse, options: UiOptions) -> Router {
-    let state = Arc::new(AppState { warehouse });
+    app(warehouse, options).0
+}
+
+fn app(warehouse: Warehouse, options: UiOptions) -> (Router, Arc<summaries::Summaries>) {
+    let summaries = summaries::Summaries::new(warehouse.clone());
+    let state = Arc::new(AppState {
+        warehouse,
+        summaries: summaries.clone(),
+    });
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS));
     let routes = Router::new()
         .route("/", get(pages::home))
@@ -76,17 +87,20 @@ pub fn router(warehouse: Warehouse, options: UiOptions) -> Router {
                 next.run(req).await
             }
         }));
-    auth::guard(routes, options.token)
+    (auth::guard(routes, options.token), summaries)
 }
 
-/// Serve [`router`] on `listener` until `shutdown` completes.
+/// Serve [`router`] on `listener` until `shutdown` completes, counting the
+/// home page's tables from the start.
 pub async fn serve(
     warehouse: Warehouse,
     options: UiOptions,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(warehouse, options))
+    let (router, summaries) = app(warehouse, options);
+    summaries.warm();
+    axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await
 }

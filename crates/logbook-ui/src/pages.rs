@@ -61,14 +61,21 @@ fn state_class(s: PartitionState) -> String {
 /// count of dates in each state.
 pub(crate) async fn home(State(state): State<Arc<AppState>>) -> Response {
     let body = async {
-        let tables = api::summaries(&state).await?;
+        let count = state.summaries.get().await?;
+        let tables = &count.tables;
         Ok(html! {
+            p.counted {
+                "Dates per state as counted at " (time(count.counted_ms))
+                " (" (count.age().as_secs()) " s ago; a visit after "
+                (crate::summaries::FRESH_FOR.as_secs()) " s starts a new count). "
+                "A table's own page is always current."
+            }
             table.list {
                 thead { tr {
                     th { "table" } th { "kind" } th { "partitions" } th { "version" } th { "committed" }
                     @for s in PartitionState::ALL { th.num { (s.to_string()) } }
                 } }
-                tbody { @for t in &tables { tr {
+                tbody { @for t in tables { tr {
                     td { a href=(format!("/tables/{}", t.name)) { (t.name) }
                         @if let Some(e) = &t.error { div.error { (e) } } }
                     td { (t.kind) }

@@ -1,0 +1,199 @@
+//! The home page's counts: every table's dates per state, counted in the
+//! background and served with the time they were counted.
+//!
+//! Counting a table is its whole `status`, which lists the table's files
+//! (that is how a Corrupt date is found). On 200 tables × 3 years of
+//! dates on local disk that is about three seconds of work (BENCHMARKS.md,
+//! "Web UI"), too slow for every visit and too heavy to repeat for every
+//! open tab. So:
+//! - the last complete count is served with its time, and the page says it;
+//! - a visit to a count older than [`FRESH_FOR`] starts one new count in
+//!   the background (never two at once) and is served the older one;
+//! - the first visit (or one after a failed count) waits for a count, and
+//!   visits meanwhile wait for the same one;
+//! - the server starts counting when it starts ([`Summaries::warm`]).
+//!
+//! A table's own page is never served from here: its calendar, partition
+//! and stage pages read the table afresh on every request.
+//!
+//! Alternatives: counting on every visit (the first version; 3 s per
+//! visit at this size), or keeping counts current by watching commits
+//! (the log says nothing about a file deleted behind logbook's back, so a
+//! Corrupt date would still need the listing).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use logbook_core::clock::{Clock, SystemClock};
+use logbook_core::lifecycle::{self, PartitionState};
+use logbook_core::{TableKind, Warehouse};
+use serde::Serialize;
+
+use crate::api::Range;
+use crate::UiError;
+
+/// How long a count is served without starting a new one.
+pub const FRESH_FOR: Duration = Duration::from_secs(10);
+
+/// Tables counted at once.
+const TABLES_AT_ONCE: usize = 16;
+
+/// One row of the home page.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableSummary {
+    pub name: String,
+    /// `partitioned` or `dimension`.
+    pub kind: &'static str,
+    pub version: u64,
+    pub committed_ms: Option<i64>,
+    pub partitions: usize,
+    /// Dates per state from the schedule start to yesterday (partitioned
+    /// tables only).
+    pub states: BTreeMap<String, usize>,
+    /// Why the table could not be summarised (the other rows still are).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Every table's summary, as counted at one time (`/api/tables`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Count {
+    /// When the count started (milliseconds since the epoch): nothing
+    /// committed after it is in it.
+    pub counted_ms: i64,
+    pub tables: Vec<TableSummary>,
+    #[serde(skip)]
+    started: Option<Instant>,
+}
+
+impl Count {
+    /// Seconds since the count started.
+    pub fn age(&self) -> Duration {
+        self.started.map_or(Duration::ZERO, |s| s.elapsed())
+    }
+}
+
+/// The last count and the one in progress (see the module doc).
+#[derive(Debug)]
+pub(crate) struct Summaries {
+    warehouse: Warehouse,
+    last: RwLock<Option<Arc<Count>>>,
+    /// Held by whoever is counting.
+    counting: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Summaries {
+    pub(crate) fn new(warehouse: Warehouse) -> Arc<Self> {
+        Arc::new(Self {
+            warehouse,
+            last: RwLock::new(None),
+            counting: Arc::new(tokio::sync::Mutex::new(())),
+        })
+    }
+
+    fn last(&self) -> Option<Arc<Count>> {
+        self.last.read().expect("summaries lock").clone()
+    }
+
+    /// Start counting in the background unless a count is in progress.
+    pub(crate) fn warm(self: &Arc<Self>) {
+        let Ok(guard) = self.counting.clone().try_lock_owned() else {
+            return;
+        };
+        let this = self.clone();
+        tokio::spawn(async move {
+            let _guard = guard;
+            if let Err(e) = this.count_now().await {
+                tracing::warn!("counting the warehouse's tables failed: {e}");
+            }
+        });
+    }
+
+    /// The last count, starting a new one in the background if it is older
+    /// than [`FRESH_FOR`]; without one, wait for a count.
+    pub(crate) async fn get(self: &Arc<Self>) -> Result<Arc<Count>, UiError> {
+        if let Some(last) = self.last() {
+            if last.age() > FRESH_FOR {
+                self.warm();
+            }
+            return Ok(last);
+        }
+        let _guard = self.counting.lock().await;
+        // Counted while this request waited.
+        if let Some(last) = self.last() {
+            return Ok(last);
+        }
+        self.count_now().await
+    }
+
+    async fn count_now(&self) -> Result<Arc<Count>, UiError> {
+        let count = Arc::new(count(&self.warehouse).await?);
+        *self.last.write().expect("summaries lock") = Some(count.clone());
+        Ok(count)
+    }
+}
+
+/// Every table of the warehouse, [`TABLES_AT_ONCE`] at a time.
+async fn count(warehouse: &Warehouse) -> Result<Count, UiError> {
+    let started = Instant::now();
+    let counted_ms = SystemClock.now_millis();
+    let names = warehouse.list_tables().await?;
+    let tables = futures::stream::iter(names)
+        .map(|name| async move {
+            summary(warehouse, name.clone())
+                .await
+                .unwrap_or_else(|e| TableSummary {
+                    name,
+                    kind: "unknown",
+                    version: 0,
+                    committed_ms: None,
+                    partitions: 0,
+                    states: BTreeMap::new(),
+                    error: Some(e.to_string()),
+                })
+        })
+        .buffered(TABLES_AT_ONCE)
+        .collect()
+        .await;
+    Ok(Count {
+        counted_ms,
+        tables,
+        started: Some(started),
+    })
+}
+
+async fn summary(warehouse: &Warehouse, name: String) -> Result<TableSummary, UiError> {
+    let table = warehouse.table(&name).await?;
+    let snap = table.latest().await?;
+    let committed_ms = table
+        .history_from(snap.version())
+        .await?
+        .first()
+        .map(|e| e.timestamp_ms);
+    let partitioned = matches!(snap.schema().kind, TableKind::Partitioned { .. });
+    let mut states = BTreeMap::new();
+    let partitions = if partitioned {
+        let status = lifecycle::status(warehouse, &name, None, Range::default().to()).await?;
+        for s in PartitionState::ALL {
+            states.insert(s.to_string(), status.count(s));
+        }
+        snap.partitions().await?.len()
+    } else {
+        0
+    };
+    Ok(TableSummary {
+        kind: if partitioned {
+            "partitioned"
+        } else {
+            "dimension"
+        },
+        version: snap.version(),
+        committed_ms,
+        partitions,
+        states,
+        name,
+        error: None,
+    })
+}
