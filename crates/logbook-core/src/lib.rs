@@ -21,6 +21,7 @@ pub mod dimension;
 pub mod error;
 mod file_layout;
 mod file_stats;
+mod file_writer;
 pub mod format;
 mod handle;
 mod intent;

@@ -8,10 +8,10 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use object_store::buffered::BufWriter;
 use object_store::{ObjectStore, ObjectStoreExt};
-use parquet::arrow::AsyncArrowWriter;
 
 use crate::error::{Error, Result};
 use crate::file_layout::FileLayout;
+use crate::file_writer::FileWriter;
 use crate::format::{DataFile, TableProperties};
 use crate::handle::TableInner;
 use crate::schema::TableSchema;
@@ -33,7 +33,7 @@ pub(crate) struct StagedFiles {
 
 struct OpenFile {
     relative: String,
-    writer: AsyncArrowWriter<BufWriter>,
+    writer: FileWriter<BufWriter>,
     rows: u64,
     /// Float columns that held a NaN: Parquet statistics leave NaN out, so
     /// their bounds are not bounds (see `file_stats`).
@@ -124,12 +124,10 @@ impl StagedFiles {
             self.write_rows(&sorted.slice(at, group.min(full - at)))
                 .await?;
             if let Some(f) = self.open.as_mut() {
-                if f.writer.in_progress_size() > 0 {
-                    f.writer
-                        .flush()
-                        .await
-                        .map_err(|e| Error::parquet(&f.relative, e))?;
-                }
+                f.writer
+                    .flush()
+                    .await
+                    .map_err(|e| Error::parquet(&f.relative, e))?;
             }
         }
         Ok(())
@@ -200,7 +198,8 @@ impl StagedFiles {
         let path = self.table.location.path(&relative);
         let sink = BufWriter::with_capacity(self.table.location.store().clone(), path, 16 << 20);
         let props = self.layout.writer_properties(opts);
-        let writer = AsyncArrowWriter::try_new(sink, self.schema.clone(), Some(props))
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let writer = FileWriter::try_new(sink, self.schema.clone(), props, cores)
             .map_err(|e| Error::parquet(&relative, e))?;
         Ok(OpenFile {
             relative,
