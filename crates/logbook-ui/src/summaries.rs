@@ -11,7 +11,7 @@
 //!   the background (never two at once) and is served the older one;
 //! - the first visit (or one after a failed count) waits for a count, and
 //!   visits meanwhile wait for the same one;
-//! - the server starts counting when it starts ([`Summaries::warm`]).
+//! - the server starts counting when it starts (`Summaries::warm`).
 //!
 //! A table's own page is never served from here: its calendar, partition
 //! and stage pages read the table afresh on every request.
@@ -69,7 +69,7 @@ pub struct Count {
 }
 
 impl Count {
-    /// Seconds since the count started.
+    /// Time since the count started.
     pub fn age(&self) -> Duration {
         self.started.map_or(Duration::ZERO, |s| s.elapsed())
     }
@@ -79,6 +79,8 @@ impl Count {
 #[derive(Debug)]
 pub(crate) struct Summaries {
     warehouse: Warehouse,
+    /// [`FRESH_FOR`], shorter in tests.
+    fresh_for: Duration,
     last: RwLock<Option<Arc<Count>>>,
     /// Held by whoever is counting.
     counting: Arc<tokio::sync::Mutex<()>>,
@@ -86,8 +88,13 @@ pub(crate) struct Summaries {
 
 impl Summaries {
     pub(crate) fn new(warehouse: Warehouse) -> Arc<Self> {
+        Self::with_fresh_for(warehouse, FRESH_FOR)
+    }
+
+    fn with_fresh_for(warehouse: Warehouse, fresh_for: Duration) -> Arc<Self> {
         Arc::new(Self {
             warehouse,
+            fresh_for,
             last: RwLock::new(None),
             counting: Arc::new(tokio::sync::Mutex::new(())),
         })
@@ -115,7 +122,7 @@ impl Summaries {
     /// than [`FRESH_FOR`]; without one, wait for a count.
     pub(crate) async fn get(self: &Arc<Self>) -> Result<Arc<Count>, UiError> {
         if let Some(last) = self.last() {
-            if last.age() > FRESH_FOR {
+            if last.age() > self.fresh_for {
                 self.warm();
             }
             return Ok(last);
@@ -196,4 +203,55 @@ async fn summary(warehouse: &Warehouse, name: String) -> Result<TableSummary, Ui
         name,
         error: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use logbook_core::TableSchema;
+
+    async fn create(wh: &Warehouse, name: &str) {
+        let schema = TableSchema::parse_spec(name, "date:date,n:int64", "date").unwrap();
+        wh.create_table(name, schema).await.unwrap();
+    }
+
+    fn names(count: &Count) -> Vec<&str> {
+        count.tables.iter().map(|t| t.name.as_str()).collect()
+    }
+
+    /// A fresh count is served as it is; an old one is served while a new
+    /// one is made in the background, which the next visits see.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_old_count_is_served_while_a_new_one_is_made() {
+        let wh = Warehouse::open("memory://").unwrap();
+        create(&wh, "a").await;
+        let fresh = Summaries::with_fresh_for(wh.clone(), Duration::from_secs(3600));
+        let first = fresh.get().await.unwrap();
+        assert_eq!(names(&first), ["a"]);
+        create(&wh, "b").await;
+        let again = fresh.get().await.unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "a fresh count is not made again"
+        );
+
+        let old = Summaries::with_fresh_for(wh.clone(), Duration::ZERO);
+        let first = old.get().await.unwrap();
+        create(&wh, "c").await;
+        let served = old.get().await.unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &served),
+            "the old count is served at once"
+        );
+        let mut seen = served;
+        for _ in 0..200 {
+            if names(&seen).contains(&"c") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            seen = old.get().await.unwrap();
+        }
+        assert_eq!(names(&seen), ["a", "b", "c"]);
+        assert!(seen.counted_ms >= first.counted_ms);
+    }
 }
