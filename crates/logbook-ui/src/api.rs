@@ -6,9 +6,8 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use chrono::NaiveDate;
-use futures::StreamExt;
-use logbook_core::lifecycle::{self, DateStatus, PartitionState};
-use logbook_core::{answers, Table, TableKind};
+use logbook_core::lifecycle::{self, DateStatus};
+use logbook_core::{answers, Table};
 use serde::{Deserialize, Serialize};
 
 use crate::summaries::Count;
