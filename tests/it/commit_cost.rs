@@ -70,3 +70,70 @@ async fn commit_and_open_cost_the_same_at_history_10_and_1000() {
         "listing the log"
     );
 }
+
+/// Store operations of `status` over 30 dates whose runs read `customers`
+/// at its latest version, after `history` dimension commits.
+async fn status_ops(history: u64) -> BTreeMap<&'static str, usize> {
+    use logbook::format::InputRead;
+    use logbook::{RunInfo, Warehouse};
+    let store = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
+    let wh = Warehouse::new(
+        StorageLocation::from_store(store.clone(), "wh", "memory://wh"),
+        options(),
+    );
+    let dim = TableSchema::parse_dimension_spec(
+        "customers",
+        "customer:string,region:string",
+        &["customer"],
+    )
+    .unwrap();
+    let customers = wh.create_table("customers", dim).await.unwrap();
+    for i in 0..history {
+        let rows = crate::dimension::states(&[("c-1", if i % 2 == 0 { "north" } else { "south" })]);
+        customers
+            .apply_changes(
+                date("2025-01-01") + chrono::Days::new(i),
+                &[rows],
+                RunInfo::new(format!("load-{i}")),
+            )
+            .await
+            .unwrap();
+    }
+    let read = customers.latest_version().await.unwrap();
+    let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
+    let t = wh.create_table("orders", schema).await.unwrap();
+    let first = date("2026-03-01");
+    for i in 0..30u64 {
+        let d = first + chrono::Days::new(i);
+        let mut w = t
+            .replace_partition(d, RunInfo::new(format!("r{i}")))
+            .await
+            .unwrap();
+        w.record_inputs(vec![InputRead {
+            table: "customers".into(),
+            version: read,
+            dates: None,
+            asked: Vec::new(),
+            dimension: true,
+            as_of: vec![d],
+            undated: false,
+        }]);
+        w.write(&batch(d, 0..3, "x")).await.unwrap();
+        w.commit().await.unwrap();
+    }
+    store.take();
+    let s = logbook::lifecycle::status(&wh, "orders", None, first + chrono::Days::new(29))
+        .await
+        .unwrap();
+    assert_eq!(s.count(logbook::lifecycle::PartitionState::Complete), 30);
+    store.take()
+}
+
+/// `status` reads a dimension's commits since the runs read it, not its
+/// whole log: 10 and 300 commits of history cost the same.
+#[tokio::test]
+async fn status_costs_the_same_at_dimension_history_10_and_300() {
+    let at_10 = status_ops(10).await;
+    let at_300 = status_ops(300).await;
+    assert_eq!(at_10, at_300);
+}

@@ -312,7 +312,7 @@ pub async fn status(
         })
         .max()
         .map(|(_, c)| c);
-    let mut inputs = Inputs::new(warehouse);
+    let mut inputs = Inputs::new(warehouse, first_dimension_reads(parts.values()));
     let mut dates = Vec::new();
     let mut previous: Option<(PartitionState, Option<u64>)> = None;
     let mut date = start;
@@ -396,9 +396,32 @@ fn previous_reason(
     }
 }
 
+/// Per dimension input: the oldest version any of `parts` read it at.
+/// Only later commits can make a read stale, so `status` reads the
+/// dimension's log from there, not from the start: its cost follows the
+/// changes since the runs, not the dimension's whole history.
+fn first_dimension_reads<'p>(
+    parts: impl Iterator<Item = &'p PartitionEntry>,
+) -> HashMap<String, u64> {
+    let mut first: HashMap<String, u64> = HashMap::new();
+    let reads = parts
+        .filter_map(|p| p.run.as_ref())
+        .flat_map(|run| &run.inputs)
+        .filter(|input| input.dimension);
+    for input in reads {
+        first
+            .entry(input.table.clone())
+            .and_modify(|v| *v = (*v).min(input.version))
+            .or_insert(input.version);
+    }
+    first
+}
+
 /// The other tables a partition read, opened once per status computation.
 struct Inputs<'a> {
     warehouse: &'a Warehouse,
+    /// Per dimension: the oldest version read (see [`first_dimension_reads`]).
+    first_reads: HashMap<String, u64>,
     snapshots: HashMap<String, Option<Snapshot>>,
     /// Per dimension: its data-changing commits (version, affected range).
     changes: HashMap<String, Vec<(u64, Option<DateRange>)>>,
@@ -407,9 +430,10 @@ struct Inputs<'a> {
 }
 
 impl<'a> Inputs<'a> {
-    fn new(warehouse: &'a Warehouse) -> Self {
+    fn new(warehouse: &'a Warehouse, first_reads: HashMap<String, u64>) -> Self {
         Self {
             warehouse,
+            first_reads,
             snapshots: HashMap::new(),
             changes: HashMap::new(),
             versions: HashMap::new(),
@@ -527,8 +551,9 @@ impl<'a> Inputs<'a> {
         date: NaiveDate,
     ) -> Result<Option<StaleReason>> {
         if !self.changes.contains_key(&input.table) {
+            let after = self.first_reads.get(&input.table).copied().unwrap_or(0);
             let changes = match self.warehouse.table(&input.table).await {
-                Ok(t) => dimension_changes(&t).await?,
+                Ok(t) => dimension_changes(&t, after).await?,
                 Err(e) if e.kind() == crate::ErrorKind::NotFound => vec![],
                 Err(e) => return Err(e),
             };
@@ -558,10 +583,10 @@ impl<'a> Inputs<'a> {
     }
 }
 
-/// A dimension's commits that changed rows, oldest first.
-async fn dimension_changes(table: &Table) -> Result<Vec<(u64, Option<DateRange>)>> {
+/// A dimension's commits after `after` that changed rows, oldest first.
+async fn dimension_changes(table: &Table, after: u64) -> Result<Vec<(u64, Option<DateRange>)>> {
     Ok(table
-        .history()
+        .history_from(after + 1)
         .await?
         .into_iter()
         .filter(|e| e.operation == Operation::ApplyDimension)
