@@ -31,7 +31,6 @@ use logbook_core::lifecycle::{self, PartitionState};
 use logbook_core::{TableKind, Warehouse};
 use serde::Serialize;
 
-use crate::api::Range;
 use crate::UiError;
 
 /// How long a count is served without starting a new one.
@@ -182,7 +181,9 @@ async fn summary(warehouse: &Warehouse, name: String) -> Result<TableSummary, Ui
     let partitioned = matches!(snap.schema().kind, TableKind::Partitioned { .. });
     let mut states = BTreeMap::new();
     let partitions = if partitioned {
-        let status = lifecycle::status(warehouse, &name, None, Range::default().to()).await?;
+        // To yesterday, the last day whose run is due, as the CLI's `status`.
+        let to = logbook_core::dates::yesterday(SystemClock.now_millis());
+        let status = lifecycle::status(warehouse, &name, None, to).await?;
         for s in PartitionState::ALL {
             states.insert(s.to_string(), status.count(s));
         }
