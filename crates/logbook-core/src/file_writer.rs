@@ -2,27 +2,33 @@
 //! produces the next batch, streamed to the object store row group by row
 //! group.
 //!
-//! Encoding dominates a write (BENCHMARKS.md: a replace costs 1.03x of
-//! arrow-rs's `ArrowWriter` alone), and `ArrowWriter` encodes one column
-//! after another on the caller's thread. Here each row group's columns are
-//! dealt to one worker per core (largest first to the least loaded, by the
-//! first batch's sizes); a worker owns its columns' `ArrowColumnWriter`s
-//! for the row group, so each column still sees its batches in order and
-//! the file is the same as `ArrowWriter` would write. When the row group
-//! is full the workers close their columns and the chunks are appended in
-//! schema order.
+//! Encoding dominates a write, and `ArrowWriter` encodes one column after
+//! another on the caller's thread. Here each row group's columns are dealt
+//! to one worker per core (largest first to the least loaded, by the first
+//! batch's sizes). A worker is not a thread: it is its columns'
+//! `ArrowColumnWriter`s, handed to a blocking task for each batch and
+//! handed back when that batch is encoded, so each column sees its batches
+//! in order, the file is the same as `ArrowWriter` would write, and no
+//! thread ever waits idle for the next batch (with threads that wait, many
+//! files open at once, as in compaction, could take every blocking thread
+//! the store's own reads and writes need, and stop). While a batch is
+//! encoded the caller prepares the next; a worker has at most one batch in
+//! flight. When the row group is full the workers close their columns and
+//! the chunks are appended in schema order.
 //!
-//! Memory stays bounded as before: each worker's queue holds at most
-//! [`QUEUED_BATCHES`] batches (shared, not copied, between workers), and
-//! the encoded row group is bounded by the caller's flush at
-//! `row_group_bytes`, as it was with `AsyncArrowWriter`.
+//! Memory stays bounded as before: one batch in flight per worker (shared,
+//! not copied, between workers), and the encoded row group bounded by the
+//! caller's flush at `row_group_bytes`, as it was with `AsyncArrowWriter`.
+//!
+//! Not cancel-safe: a `write` or `flush` future dropped before it completes
+//! leaves the writer failed (every later call errors), never a file
+//! missing rows.
 //!
 //! Alternatives: several files in flight at once (more, smaller files per
 //! partition, and a file's rows no longer in the order written), or row
 //! groups encoded concurrently (a row group's memory per core).
 
 use std::io::Write;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
@@ -36,11 +42,7 @@ use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
-
-/// Batches a worker may have waiting: the caller runs at most this far
-/// ahead of the slowest worker.
-pub(crate) const QUEUED_BATCHES: usize = 2;
+use tokio::task::JoinHandle;
 
 /// A Parquet file being written to `sink` (see the module doc).
 pub(crate) struct FileWriter<S> {
@@ -53,8 +55,9 @@ pub(crate) struct FileWriter<S> {
     workers: usize,
     group: Option<RowGroup>,
     row_groups: usize,
-    /// Bytes handed to `sink` so far.
-    flushed: usize,
+    /// Set while a call is in progress and left set if it fails or is
+    /// dropped: the writer may then miss rows and refuses further calls.
+    failed: bool,
 }
 
 /// A top-level field's leaf column writers, each with its leaf index.
@@ -69,23 +72,52 @@ struct RowGroup {
     rows: usize,
 }
 
-struct Worker {
-    queue: mpsc::Sender<Arc<RecordBatch>>,
-    /// The encoded bytes of this worker's columns so far (as
-    /// `ArrowColumnWriter::get_estimated_total_bytes` says).
-    encoded: Arc<AtomicUsize>,
-    done: tokio::task::JoinHandle<Result<Vec<(usize, ArrowColumnChunk)>>>,
+/// Some of a row group's columns: with the worker, or encoding a batch;
+/// with their encoded size before that batch.
+enum Worker {
+    Idle {
+        fields: WorkerFields,
+        encoded: usize,
+    },
+    Busy {
+        task: JoinHandle<Result<(WorkerFields, usize)>>,
+        encoded: usize,
+    },
+}
+
+impl Worker {
+    /// The fields and their encoded size, once the batch in flight is done.
+    async fn settle(self) -> Result<(WorkerFields, usize)> {
+        match self {
+            Worker::Idle { fields, encoded } => Ok((fields, encoded)),
+            Worker::Busy { task, .. } => task
+                .await
+                .map_err(|e| ParquetError::External(Box::new(e)))?,
+        }
+    }
+
+    fn encoded(&self) -> usize {
+        match self {
+            Worker::Idle { encoded, .. } | Worker::Busy { encoded, .. } => *encoded,
+        }
+    }
 }
 
 impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
     /// A file of `schema` with `props` (its `max_row_group_row_count` is
-    /// honoured), encoded on `workers` threads.
+    /// honoured), encoded by `workers` workers.
     pub(crate) fn try_new(
         sink: S,
         schema: SchemaRef,
         props: WriterProperties,
         workers: usize,
     ) -> Result<Self> {
+        if props.max_row_group_bytes().is_some() || props.content_defined_chunking().is_some() {
+            return Err(ParquetError::NYI(
+                "max_row_group_bytes and content-defined chunking (logbook ends row groups itself)"
+                    .into(),
+            ));
+        }
         let max_rows = props.max_row_group_row_count().unwrap_or(usize::MAX).max(1);
         let buffer = SharedBuffer::default();
         // Through `ArrowWriter`, so the file carries the Arrow schema as
@@ -102,68 +134,104 @@ impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
             workers: workers.max(1),
             group: None,
             row_groups: 0,
-            flushed: 0,
+            failed: false,
         })
+    }
+
+    fn begin(&mut self) -> Result<()> {
+        if self.failed {
+            return Err(ParquetError::General(
+                "an earlier write to this file failed or was interrupted".into(),
+            ));
+        }
+        self.failed = true;
+        Ok(())
     }
 
     /// Queue `batch`'s rows, ending row groups at the row limit.
     pub(crate) async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.begin()?;
         let mut offset = 0;
         while offset < batch.num_rows() {
             let room = self.max_rows - self.group.as_ref().map_or(0, |g| g.rows);
             let take = room.min(batch.num_rows() - offset);
             let slice = Arc::new(batch.slice(offset, take));
-            if self.group.is_none() {
-                self.group = Some(self.start_group(&slice)?);
+            let mut group = match self.group.take() {
+                Some(group) => group,
+                None => self.start_group(&slice)?,
+            };
+            let mut workers = Vec::with_capacity(group.workers.len());
+            for worker in group.workers {
+                let (fields, encoded) = worker.settle().await?;
+                workers.push(self.encode(fields, encoded, slice.clone()));
             }
-            let group = self.group.as_mut().expect("just started");
-            for w in &group.workers {
-                if w.queue.send(slice.clone()).await.is_err() {
-                    // The worker stopped on an error: `flush` reports it.
-                    break;
-                }
-            }
+            group.workers = workers;
             group.rows += take;
             offset += take;
-            if group.rows >= self.max_rows {
-                self.flush().await?;
+            let full = group.rows >= self.max_rows;
+            self.group = Some(group);
+            if full {
+                self.end_group().await?;
             }
         }
+        self.failed = false;
         Ok(())
     }
 
-    /// The estimated encoded size of the row group in progress.
+    /// The estimated encoded size of the row group in progress (the
+    /// batches in flight not yet counted: a flush by size comes at most a
+    /// batch late).
     pub(crate) fn in_progress_size(&self) -> usize {
-        self.group.as_ref().map_or(0, |g| {
-            g.workers
-                .iter()
-                .map(|w| w.encoded.load(Ordering::Relaxed))
-                .sum()
-        })
+        self.group
+            .as_ref()
+            .map_or(0, |g| g.workers.iter().map(Worker::encoded).sum())
     }
 
     /// Bytes written to the file so far (row groups ended).
     pub(crate) fn bytes_written(&self) -> usize {
-        self.flushed + self.buffer.len()
+        self.file.bytes_written()
     }
 
     /// End the row group in progress, if any, and send it to the sink.
     pub(crate) async fn flush(&mut self) -> Result<()> {
+        self.begin()?;
+        self.end_group().await?;
+        self.failed = false;
+        Ok(())
+    }
+
+    /// End the file: the last row group, the footer; the sink is shut down
+    /// (an upload completed).
+    pub(crate) async fn finish(&mut self) -> Result<ParquetMetaData> {
+        self.begin()?;
+        self.end_group().await?;
+        let metadata = self.file.finish()?;
+        self.send().await?;
+        self.sink
+            .shutdown()
+            .await
+            .map_err(|e| ParquetError::External(Box::new(e)))?;
+        self.failed = false;
+        Ok(metadata)
+    }
+
+    async fn end_group(&mut self) -> Result<()> {
         let Some(group) = self.group.take() else {
             return Ok(());
         };
-        let mut chunks = Vec::new();
-        let mut failed = None;
-        for w in group.workers {
-            drop(w.queue);
-            match w.done.await {
-                Ok(Ok(done)) => chunks.extend(done),
-                Ok(Err(e)) => failed = failed.or(Some(e)),
-                Err(e) => failed = failed.or(Some(ParquetError::External(Box::new(e)))),
-            }
+        // Each worker's columns closed on a blocking thread (closing
+        // compresses the last pages), all at once.
+        let mut closing = Vec::new();
+        for worker in group.workers {
+            let (fields, _) = worker.settle().await?;
+            closing.push(tokio::task::spawn_blocking(move || close(fields)));
         }
-        if let Some(e) = failed {
-            return Err(e);
+        let mut chunks = Vec::new();
+        for task in closing {
+            chunks.extend(
+                task.await
+                    .map_err(|e| ParquetError::External(Box::new(e)))??,
+            );
         }
         chunks.sort_by_key(|(leaf, _)| *leaf);
         let mut row_group = self.file.next_row_group()?;
@@ -175,22 +243,8 @@ impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
         self.send().await
     }
 
-    /// End the file: the last row group, the footer; the sink is shut down
-    /// (an upload completed).
-    pub(crate) async fn finish(&mut self) -> Result<ParquetMetaData> {
-        self.flush().await?;
-        let metadata = self.file.finish()?;
-        self.send().await?;
-        self.sink
-            .shutdown()
-            .await
-            .map_err(|e| ParquetError::External(Box::new(e)))?;
-        Ok(metadata)
-    }
-
     async fn send(&mut self) -> Result<()> {
         let bytes = self.buffer.take();
-        self.flushed += bytes.len();
         self.sink
             .write_all(&bytes)
             .await
@@ -202,7 +256,7 @@ impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
         let writers = self.factory.create_column_writers(self.row_groups)?;
         // Each leaf's top-level field, for `compute_leaves`.
         let descr = self.file.schema_descr();
-        let mut fields: Vec<Vec<(usize, ArrowColumnWriter)>> = (0..self.schema.fields().len())
+        let mut fields: Vec<FieldWriters> = (0..self.schema.fields().len())
             .map(|_| Vec::new())
             .collect();
         for (leaf, writer) in writers.into_iter().enumerate() {
@@ -223,42 +277,39 @@ impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
         }
         let workers = assigned
             .into_iter()
-            .map(|columns| self.spawn(columns))
+            .map(|fields| Worker::Idle { fields, encoded: 0 })
             .collect();
         Ok(RowGroup { workers, rows: 0 })
     }
 
-    fn spawn(&self, mut columns: WorkerFields) -> Worker {
-        let (queue, mut batches) = mpsc::channel::<Arc<RecordBatch>>(QUEUED_BATCHES);
-        let encoded = Arc::new(AtomicUsize::new(0));
+    /// Encode `batch` into `fields` (`encoded` bytes so far) on a blocking
+    /// thread.
+    fn encode(&self, mut fields: WorkerFields, encoded: usize, batch: Arc<RecordBatch>) -> Worker {
         let schema = self.schema.clone();
-        let estimate = encoded.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            while let Some(batch) = batches.blocking_recv() {
-                let mut total = 0;
-                for (field, writers) in &mut columns {
-                    let leaves = compute_leaves(schema.field(*field), batch.column(*field))?;
-                    for ((_, writer), leaf) in writers.iter_mut().zip(leaves) {
-                        writer.write(&leaf)?;
-                        total += writer.get_estimated_total_bytes();
-                    }
-                }
-                estimate.store(total, Ordering::Relaxed);
-            }
-            let mut chunks = Vec::new();
-            for (_, writers) in columns {
-                for (leaf, writer) in writers {
-                    chunks.push((leaf, writer.close()?));
+        let task = tokio::task::spawn_blocking(move || {
+            let mut encoded = 0;
+            for (field, writers) in &mut fields {
+                let leaves = compute_leaves(schema.field(*field), batch.column(*field))?;
+                for ((_, writer), leaf) in writers.iter_mut().zip(leaves) {
+                    writer.write(&leaf)?;
+                    encoded += writer.get_estimated_total_bytes();
                 }
             }
-            Ok(chunks)
+            Ok((fields, encoded))
         });
-        Worker {
-            queue,
-            encoded,
-            done,
+        Worker::Busy { task, encoded }
+    }
+}
+
+/// A worker's columns closed into chunks, with their leaf indexes.
+fn close(fields: WorkerFields) -> Result<Vec<(usize, ArrowColumnChunk)>> {
+    let mut chunks = Vec::new();
+    for (_, writers) in fields {
+        for (leaf, writer) in writers {
+            chunks.push((leaf, writer.close()?));
         }
     }
+    Ok(chunks)
 }
 
 /// The bytes the file writer has produced and the sink not yet taken.
@@ -268,10 +319,6 @@ struct SharedBuffer(Arc<Mutex<Vec<u8>>>);
 impl SharedBuffer {
     fn take(&self) -> Vec<u8> {
         std::mem::take(&mut *self.0.lock().expect("buffer lock"))
-    }
-
-    fn len(&self) -> usize {
-        self.0.lock().expect("buffer lock").len()
     }
 }
 
@@ -358,6 +405,66 @@ mod tests {
             assert_eq!(w.bytes_written(), expected.len(), "workers={workers}");
             assert!(w.sink == expected, "workers={workers}: the bytes differ");
         }
+    }
+
+    /// Workers hold no thread between batches: many workers on a runtime
+    /// with one blocking thread finish (a worker per thread waiting for its
+    /// next batch would wait forever), with the same bytes.
+    #[test]
+    fn many_workers_share_one_blocking_thread() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(1)
+            .enable_time()
+            .build()
+            .unwrap();
+        // Ten batches per row group: more than a worker could queue.
+        let batches: Vec<RecordBatch> = (0..20).map(|i| batch(i * 100, 100)).collect();
+        let schema = batches[0].schema();
+        let mut expected = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut expected, schema.clone(), Some(props())).unwrap();
+        for b in &batches {
+            w.write(b).unwrap();
+        }
+        w.close().unwrap();
+        let written = rt.block_on(async {
+            let mut w = FileWriter::try_new(Vec::new(), schema, props(), 5).unwrap();
+            let all = async {
+                for b in &batches {
+                    w.write(b).await.unwrap();
+                }
+                w.finish().await.unwrap();
+            };
+            tokio::time::timeout(std::time::Duration::from_secs(60), all)
+                .await
+                .expect("the writer finished");
+            w.sink
+        });
+        assert!(written == expected, "the bytes differ");
+    }
+
+    /// A write that fails leaves the writer failed: later calls error
+    /// instead of finishing a file without the lost rows.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn after_a_failed_write_the_file_cannot_be_finished() {
+        let b = batch(0, 10);
+        let mut w = FileWriter::try_new(Vec::new(), b.schema(), props(), 2).unwrap();
+        w.write(&b).await.unwrap();
+        // A batch whose columns do not match the schema's types.
+        let wrong = RecordBatch::try_from_iter([
+            ("id", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
+            ("nested", b.column(1).slice(0, 1)),
+            ("name", b.column(2).slice(0, 1)),
+            ("tags", b.column(3).slice(0, 1)),
+            ("amount", b.column(4).slice(0, 1)),
+        ])
+        .unwrap();
+        let failed = async {
+            w.write(&wrong).await?;
+            w.flush().await
+        };
+        assert!(failed.await.is_err());
+        assert!(w.finish().await.is_err());
     }
 
     /// Row groups end where the caller flushes, as with `ArrowWriter`.

@@ -96,14 +96,17 @@ pub(crate) async fn beat(table: &TableInner, marker: &RunMarker) {
 /// Write (or refresh) the marker, reporting failure: a writer back from a
 /// pause must know its marker protects its files again.
 ///
-/// Tried twice: on a local directory, a writer of the same date finishing
-/// at that moment may remove the date's directory between the `mkdir`s of
-/// this put (`StorageLocation::remove_empty_parents`); writing a marker
-/// again is harmless.
+/// Tried up to three times: on a local directory, a writer of the same
+/// date finishing at that moment may remove the date's directory between
+/// the `mkdir`s of this put (`StorageLocation::remove_empty_parents`);
+/// writing a marker again is harmless.
 pub(crate) async fn beat_strict(table: &TableInner, marker: &RunMarker) -> Result<()> {
-    match table.put_json(&marker.path(), marker).await {
-        Ok(()) => Ok(()),
-        Err(_) => table.put_json(&marker.path(), marker).await,
+    let mut tries = 1;
+    loop {
+        match table.put_json(&marker.path(), marker).await {
+            Err(_) if tries < 3 => tries += 1,
+            done => return done,
+        }
     }
 }
 

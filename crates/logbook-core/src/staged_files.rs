@@ -247,8 +247,11 @@ pub(crate) async fn delete_files(table: &TableInner, files: &[String]) -> bool {
     for f in files {
         let path = table.location.path(f);
         match store.delete(&path).await {
-            // The write's own directory only: the date's is shared.
-            Ok(()) => table.location.remove_empty_parents(f, 1),
+            // A data file's own write directory only (no other writer
+            // creates it; the date's is shared). Stage records and markers
+            // keep theirs: their writers do not retry a lost race.
+            Ok(()) if f.starts_with("data/") => table.location.remove_empty_parents(f, 1),
+            Ok(()) => {}
             Err(object_store::Error::NotFound { .. }) => {}
             Err(e) => {
                 all = false;

@@ -164,9 +164,9 @@ impl StorageLocation {
     /// dates; BENCHMARKS.md, "Web UI"). A directory holding anything is not
     /// removed, and a listing skips one that vanishes. A writer creating a
     /// directory that is removed between its two `mkdir`s fails its put:
-    /// callers pass only directories no other writer creates, or retry
-    /// (intent markers). Failures are ignored: an empty directory costs
-    /// time only.
+    /// callers pass only directories no other writer creates (a data
+    /// file's write directory), or ones whose writers retry (intent
+    /// markers). Failures are ignored: an empty directory costs time only.
     pub(crate) fn remove_empty_parents(&self, relative: &str, levels: usize) {
         let Some(root) = &self.local_root else {
             return;

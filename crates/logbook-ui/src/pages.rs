@@ -65,10 +65,13 @@ pub(crate) async fn home(State(state): State<Arc<AppState>>) -> Response {
         let tables = &count.tables;
         Ok(html! {
             p.counted {
-                "Dates per state as counted at " (time(count.counted_ms))
+                "Tables, versions and dates per state as counted at " (time(count.counted_ms))
                 " (" (count.age().as_secs()) " s ago; a visit after "
-                (crate::summaries::FRESH_FOR.as_secs()) " s starts a new count). "
+                (crate::summaries::FRESH_FOR.as_secs()) " s starts a new count, reload to see it). "
                 "A table's own page is always current."
+            }
+            @if let Some(e) = &count.recount_failed {
+                p.error { "The latest recount failed, so this count is older: " (e) }
             }
             table.list {
                 thead { tr {

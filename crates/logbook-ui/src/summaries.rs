@@ -13,10 +13,18 @@
 //!   visits meanwhile wait for the same one;
 //! - the server starts counting when it starts (`Summaries::warm`).
 //!
+//! - a visit to a count older than [`WAIT_AFTER`] (after an idle spell)
+//!   waits for a new one rather than be shown one that old;
+//! - a count, and each table in it, has a time limit: a table that does
+//!   not answer is a row with an error, and a count that does not finish
+//!   fails rather than block every later count;
+//! - a background count that fails is said on the page, above the last
+//!   count, until one succeeds.
+//!
 //! A table's own page is never served from here: its calendar, partition
 //! and stage pages read the table afresh on every request.
 //!
-//! Alternatives: counting on every visit (the first version; 3 s per
+//! Alternatives: counting on every visit (the first version; 6 s per
 //! visit at this size), or keeping counts current by watching commits
 //! (the log says nothing about a file deleted behind logbook's back, so a
 //! Corrupt date would still need the listing).
@@ -35,6 +43,15 @@ use crate::UiError;
 
 /// How long a count is served without starting a new one.
 pub const FRESH_FOR: Duration = Duration::from_secs(10);
+
+/// How old a count may be and still be served while a new one is made.
+pub const WAIT_AFTER: Duration = Duration::from_secs(60);
+
+/// The longest a whole count may take.
+const COUNT_LIMIT: Duration = Duration::from_secs(120);
+
+/// The longest one table's summary may take.
+const TABLE_LIMIT: Duration = Duration::from_secs(30);
 
 /// Tables counted at once.
 const TABLES_AT_ONCE: usize = 16;
@@ -59,10 +76,13 @@ pub struct TableSummary {
 /// Every table's summary, as counted at one time (`/api/tables`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Count {
-    /// When the count started (milliseconds since the epoch): nothing
-    /// committed after it is in it.
+    /// When the count started (milliseconds since the epoch); each table
+    /// is read after it, so a commit made meanwhile may or may not be in.
     pub counted_ms: i64,
     pub tables: Vec<TableSummary>,
+    /// Why the latest recount failed, if it did (this count is older).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recount_failed: Option<String>,
     #[serde(skip)]
     started: Option<Instant>,
 }
@@ -78,8 +98,9 @@ impl Count {
 #[derive(Debug)]
 pub(crate) struct Summaries {
     warehouse: Warehouse,
-    /// [`FRESH_FOR`], shorter in tests.
+    /// [`FRESH_FOR`] and [`WAIT_AFTER`], shorter in tests.
     fresh_for: Duration,
+    wait_after: Duration,
     last: RwLock<Option<Arc<Count>>>,
     /// Held by whoever is counting.
     counting: Arc<tokio::sync::Mutex<()>>,
@@ -87,13 +108,14 @@ pub(crate) struct Summaries {
 
 impl Summaries {
     pub(crate) fn new(warehouse: Warehouse) -> Arc<Self> {
-        Self::with_fresh_for(warehouse, FRESH_FOR)
+        Self::with_ages(warehouse, FRESH_FOR, WAIT_AFTER)
     }
 
-    fn with_fresh_for(warehouse: Warehouse, fresh_for: Duration) -> Arc<Self> {
+    fn with_ages(warehouse: Warehouse, fresh_for: Duration, wait_after: Duration) -> Arc<Self> {
         Arc::new(Self {
             warehouse,
             fresh_for,
+            wait_after,
             last: RwLock::new(None),
             counting: Arc::new(tokio::sync::Mutex::new(())),
         })
@@ -113,29 +135,49 @@ impl Summaries {
             let _guard = guard;
             if let Err(e) = this.count_now().await {
                 tracing::warn!("counting the warehouse's tables failed: {e}");
+                let mut last = this.last.write().expect("summaries lock");
+                if let Some(old) = last.as_ref() {
+                    let mut marked = (**old).clone();
+                    marked.recount_failed = Some(e.to_string());
+                    *last = Some(Arc::new(marked));
+                }
             }
         });
     }
 
     /// The last count, starting a new one in the background if it is older
-    /// than [`FRESH_FOR`]; without one, wait for a count.
+    /// than [`FRESH_FOR`]; without one, or with one older than
+    /// [`WAIT_AFTER`], wait for a count.
     pub(crate) async fn get(self: &Arc<Self>) -> Result<Arc<Count>, UiError> {
         if let Some(last) = self.last() {
-            if last.age() > self.fresh_for {
-                self.warm();
+            if last.age() <= self.fresh_for {
+                return Ok(last);
             }
-            return Ok(last);
+            if last.age() <= self.wait_after {
+                self.warm();
+                return Ok(last);
+            }
         }
         let _guard = self.counting.lock().await;
         // Counted while this request waited.
         if let Some(last) = self.last() {
-            return Ok(last);
+            if last.age() <= self.fresh_for {
+                return Ok(last);
+            }
         }
         self.count_now().await
     }
 
     async fn count_now(&self) -> Result<Arc<Count>, UiError> {
-        let count = Arc::new(count(&self.warehouse).await?);
+        let count = tokio::time::timeout(COUNT_LIMIT, count(&self.warehouse))
+            .await
+            .map_err(|_| {
+                UiError::Failed(format!(
+                    "counting the tables took more than {} s",
+                    COUNT_LIMIT.as_secs()
+                ))
+            })??;
+        let count = Arc::new(count);
         *self.last.write().expect("summaries lock") = Some(count.clone());
         Ok(count)
     }
@@ -148,17 +190,23 @@ async fn count(warehouse: &Warehouse) -> Result<Count, UiError> {
     let names = warehouse.list_tables().await?;
     let tables = futures::stream::iter(names)
         .map(|name| async move {
-            summary(warehouse, name.clone())
+            let summary = tokio::time::timeout(TABLE_LIMIT, summary(warehouse, name.clone()))
                 .await
-                .unwrap_or_else(|e| TableSummary {
-                    name,
-                    kind: "unknown",
-                    version: 0,
-                    committed_ms: None,
-                    partitions: 0,
-                    states: BTreeMap::new(),
-                    error: Some(e.to_string()),
-                })
+                .unwrap_or_else(|_| {
+                    Err(UiError::Failed(format!(
+                        "took more than {} s to read",
+                        TABLE_LIMIT.as_secs()
+                    )))
+                });
+            summary.unwrap_or_else(|e| TableSummary {
+                name,
+                kind: "unknown",
+                version: 0,
+                committed_ms: None,
+                partitions: 0,
+                states: BTreeMap::new(),
+                error: Some(e.to_string()),
+            })
         })
         .buffered(TABLES_AT_ONCE)
         .collect()
@@ -166,6 +214,7 @@ async fn count(warehouse: &Warehouse) -> Result<Count, UiError> {
     Ok(Count {
         counted_ms,
         tables,
+        recount_failed: None,
         started: Some(started),
     })
 }
@@ -226,7 +275,8 @@ mod tests {
     async fn an_old_count_is_served_while_a_new_one_is_made() {
         let wh = Warehouse::open("memory://").unwrap();
         create(&wh, "a").await;
-        let fresh = Summaries::with_fresh_for(wh.clone(), Duration::from_secs(3600));
+        let hour = Duration::from_secs(3600);
+        let fresh = Summaries::with_ages(wh.clone(), hour, hour);
         let first = fresh.get().await.unwrap();
         assert_eq!(names(&first), ["a"]);
         create(&wh, "b").await;
@@ -236,7 +286,7 @@ mod tests {
             "a fresh count is not made again"
         );
 
-        let old = Summaries::with_fresh_for(wh.clone(), Duration::ZERO);
+        let old = Summaries::with_ages(wh.clone(), Duration::ZERO, hour);
         let first = old.get().await.unwrap();
         create(&wh, "c").await;
         let served = old.get().await.unwrap();
@@ -254,5 +304,20 @@ mod tests {
         }
         assert_eq!(names(&seen), ["a", "b", "c"]);
         assert!(seen.counted_ms >= first.counted_ms);
+    }
+
+    /// A count older than the wait limit is not served: the visit waits
+    /// for a new one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_count_too_old_is_made_again_before_it_is_served() {
+        let wh = Warehouse::open("memory://").unwrap();
+        create(&wh, "a").await;
+        let summaries = Summaries::with_ages(wh.clone(), Duration::ZERO, Duration::ZERO);
+        let first = summaries.get().await.unwrap();
+        create(&wh, "b").await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let next = summaries.get().await.unwrap();
+        assert_eq!(names(&next), ["a", "b"]);
+        assert!(!Arc::ptr_eq(&first, &next));
     }
 }
