@@ -5,19 +5,23 @@
 //! Encoding dominates a write, and `ArrowWriter` encodes one column after
 //! another on the caller's thread. Here each row group's columns are dealt
 //! to one worker per core (largest first to the least loaded, by the first
-//! batch's sizes). A worker is not a thread: it is its columns'
-//! `ArrowColumnWriter`s, handed to a blocking task for each batch and
-//! handed back when that batch is encoded, so each column sees its batches
-//! in order, the file is the same as `ArrowWriter` would write, and no
-//! thread ever waits idle for the next batch (with threads that wait, many
-//! files open at once, as in compaction, could take every blocking thread
-//! the store's own reads and writes need, and stop). While a batch is
-//! encoded the caller prepares the next; a worker has at most one batch in
-//! flight. When the row group is full the workers close their columns and
-//! the chunks are appended in schema order.
+//! batch's sizes). A worker is a thread of its own that owns its columns'
+//! `ArrowColumnWriter`s for the row group and takes batches from a queue
+//! of [`QUEUED_BATCHES`], so each column sees its batches in order and the
+//! file is the same as `ArrowWriter` would write. The caller runs up to
+//! the queue's length ahead of the slowest worker, which evens out batches
+//! that cost the workers unevenly. When the row group is full the workers
+//! close their columns and the chunks are appended in schema order.
 //!
-//! Memory stays bounded as before: one batch in flight per worker (shared,
-//! not copied, between workers), and the encoded row group bounded by the
+//! Why threads of their own, not tokio's blocking pool: a worker waits for
+//! its next batch, and many files open at once (compaction rewrites one
+//! partition per core) would hold every blocking thread the store's own
+//! reads and writes need, and stop. Encoding each batch as a blocking task
+//! that hands the columns back avoids that too, but measured slower (the
+//! columns' dictionaries move between threads at every batch).
+//!
+//! Memory stays bounded as before: a few batches queued per worker
+//! (shared, not copied, between workers), and the encoded row group bounded by the
 //! caller's flush at `row_group_bytes`, as it was with `AsyncArrowWriter`.
 //!
 //! Not cancel-safe: a `write` or `flush` future dropped before it completes
@@ -29,6 +33,7 @@
 //! groups encoded concurrently (a row group's memory per core).
 
 use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
@@ -42,7 +47,7 @@ use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::task::JoinHandle;
+use tokio::sync::{mpsc, oneshot};
 
 /// A Parquet file being written to `sink` (see the module doc).
 pub(crate) struct FileWriter<S> {
@@ -72,35 +77,66 @@ struct RowGroup {
     rows: usize,
 }
 
-/// Some of a row group's columns: with the worker, or encoding a batch;
-/// with their encoded size before that batch.
-enum Worker {
-    Idle {
-        fields: WorkerFields,
-        encoded: usize,
-    },
-    Busy {
-        task: JoinHandle<Result<(WorkerFields, usize)>>,
-        encoded: usize,
-    },
+/// Batches a worker may have waiting: the caller runs at most this far
+/// ahead of the slowest worker.
+pub(crate) const QUEUED_BATCHES: usize = 2;
+
+/// Some of a row group's columns, encoded batch by batch on a thread of
+/// its own (see the module doc).
+struct Worker {
+    queue: mpsc::Sender<Arc<RecordBatch>>,
+    /// The encoded bytes of the worker's columns as of its last batch.
+    encoded: Arc<AtomicUsize>,
+    done: oneshot::Receiver<Result<WorkerFields>>,
 }
 
 impl Worker {
-    /// The fields and their encoded size, once the batch in flight is done.
-    async fn settle(self) -> Result<(WorkerFields, usize)> {
-        match self {
-            Worker::Idle { fields, encoded } => Ok((fields, encoded)),
-            Worker::Busy { task, .. } => task
-                .await
-                .map_err(|e| ParquetError::External(Box::new(e)))?,
-        }
+    fn start(mut fields: WorkerFields, schema: SchemaRef) -> Result<Self> {
+        let (queue, mut batches) = mpsc::channel::<Arc<RecordBatch>>(QUEUED_BATCHES);
+        let (send_done, done) = oneshot::channel();
+        let encoded = Arc::new(AtomicUsize::new(0));
+        let estimate = encoded.clone();
+        std::thread::Builder::new()
+            .name("logbook-encode".into())
+            .spawn(move || {
+                let result = (|| {
+                    while let Some(batch) = batches.blocking_recv() {
+                        let total = encode(&mut fields, &schema, &batch)?;
+                        estimate.store(total, Ordering::Relaxed);
+                    }
+                    Ok(fields)
+                })();
+                // The writer may have been dropped: nobody to tell.
+                let _ = send_done.send(result);
+            })
+            .map_err(|e| ParquetError::External(Box::new(e)))?;
+        Ok(Self {
+            queue,
+            encoded,
+            done,
+        })
     }
 
-    fn encoded(&self) -> usize {
-        match self {
-            Worker::Idle { encoded, .. } | Worker::Busy { encoded, .. } => *encoded,
+    /// The columns, once every batch queued is encoded.
+    async fn finish(self) -> Result<WorkerFields> {
+        drop(self.queue);
+        self.done
+            .await
+            .map_err(|_| ParquetError::General("an encoding thread stopped".into()))?
+    }
+}
+
+/// Encode `batch` into `fields`; their estimated encoded size.
+fn encode(fields: &mut WorkerFields, schema: &SchemaRef, batch: &RecordBatch) -> Result<usize> {
+    let mut encoded = 0;
+    for (field, writers) in fields {
+        let leaves = compute_leaves(schema.field(*field), batch.column(*field))?;
+        for ((_, writer), leaf) in writers.iter_mut().zip(leaves) {
+            writer.write(&leaf)?;
+            encoded += writer.get_estimated_total_bytes();
         }
     }
+    Ok(encoded)
 }
 
 impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
@@ -160,12 +196,14 @@ impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
                 Some(group) => group,
                 None => self.start_group(&slice)?,
             };
-            let mut workers = Vec::with_capacity(group.workers.len());
-            for worker in group.workers {
-                let (fields, encoded) = worker.settle().await?;
-                workers.push(self.encode(fields, encoded, slice.clone()));
+            for i in 0..group.workers.len() {
+                if group.workers[i].queue.send(slice.clone()).await.is_err() {
+                    // The worker stopped on an error: report it now.
+                    let failed = group.workers.swap_remove(i);
+                    failed.finish().await?;
+                    return Err(ParquetError::General("an encoding worker stopped".into()));
+                }
             }
-            group.workers = workers;
             group.rows += take;
             offset += take;
             let full = group.rows >= self.max_rows;
@@ -178,13 +216,16 @@ impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
         Ok(())
     }
 
-    /// The estimated encoded size of the row group in progress (the
-    /// batches in flight not yet counted: a flush by size comes at most a
-    /// batch late).
+    /// The estimated encoded size of the row group in progress (batches
+    /// queued or being encoded not yet counted: a flush by size comes at
+    /// most [`QUEUED_BATCHES`] + 1 batches late).
     pub(crate) fn in_progress_size(&self) -> usize {
-        self.group
-            .as_ref()
-            .map_or(0, |g| g.workers.iter().map(Worker::encoded).sum())
+        self.group.as_ref().map_or(0, |g| {
+            g.workers
+                .iter()
+                .map(|w| w.encoded.load(Ordering::Relaxed))
+                .sum()
+        })
     }
 
     /// Bytes written to the file so far (row groups ended).
@@ -223,7 +264,7 @@ impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
         // compresses the last pages), all at once.
         let mut closing = Vec::new();
         for worker in group.workers {
-            let (fields, _) = worker.settle().await?;
+            let fields = worker.finish().await?;
             closing.push(tokio::task::spawn_blocking(move || close(fields)));
         }
         let mut chunks = Vec::new();
@@ -277,27 +318,9 @@ impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
         }
         let workers = assigned
             .into_iter()
-            .map(|fields| Worker::Idle { fields, encoded: 0 })
-            .collect();
+            .map(|fields| Worker::start(fields, self.schema.clone()))
+            .collect::<Result<_>>()?;
         Ok(RowGroup { workers, rows: 0 })
-    }
-
-    /// Encode `batch` into `fields` (`encoded` bytes so far) on a blocking
-    /// thread.
-    fn encode(&self, mut fields: WorkerFields, encoded: usize, batch: Arc<RecordBatch>) -> Worker {
-        let schema = self.schema.clone();
-        let task = tokio::task::spawn_blocking(move || {
-            let mut encoded = 0;
-            for (field, writers) in &mut fields {
-                let leaves = compute_leaves(schema.field(*field), batch.column(*field))?;
-                for ((_, writer), leaf) in writers.iter_mut().zip(leaves) {
-                    writer.write(&leaf)?;
-                    encoded += writer.get_estimated_total_bytes();
-                }
-            }
-            Ok((fields, encoded))
-        });
-        Worker::Busy { task, encoded }
     }
 }
 
@@ -407,9 +430,10 @@ mod tests {
         }
     }
 
-    /// Workers hold no thread between batches: many workers on a runtime
-    /// with one blocking thread finish (a worker per thread waiting for its
-    /// next batch would wait forever), with the same bytes.
+    /// Workers do not use tokio's blocking threads: many workers on a
+    /// runtime with one blocking thread finish (workers waiting for their
+    /// next batch on blocking threads would wait forever), with the same
+    /// bytes.
     #[test]
     fn many_workers_share_one_blocking_thread() {
         let rt = tokio::runtime::Builder::new_multi_thread()
