@@ -213,3 +213,29 @@ async fn data_files_carry_the_page_index() {
         assert_eq!(offsets[0].len(), columns, "{}", file.path);
     }
 }
+
+/// A write dropped midway (a timeout around it, a cancelled task) may have
+/// sent part of its rows to the encoders: the writer must not commit
+/// without them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_dropped_midway_cannot_be_committed() {
+    // Files of 50 rows: the write is dropped while a full file is being
+    // finished, after it left the writer and before it was recorded.
+    let t = memory_table_with("orders", options().with_max_rows_per_file(50)).await;
+    let d = date("2026-03-15");
+    let mut w = t.replace_partition(d, RunInfo::new("r1")).await.unwrap();
+    w.write(&batch(d, 0..10, "first")).await.unwrap();
+    let big = batch(d, 10..20_010, "big");
+    let dropped = tokio::time::timeout(std::time::Duration::ZERO, w.write(&big)).await;
+    assert!(dropped.is_err(), "the write was still in progress");
+    let e = w.commit().await.unwrap_err();
+    assert!(e.to_string().contains("interrupted"), "{e}");
+    assert!(t
+        .latest()
+        .await
+        .unwrap()
+        .partition(d)
+        .await
+        .unwrap()
+        .is_none());
+}

@@ -29,6 +29,10 @@ pub(crate) struct StagedFiles {
     pending: Vec<RecordBatch>,
     pending_rows: usize,
     pending_bytes: usize,
+    /// Set while `write` or `finish` runs: left set when one is dropped
+    /// before it completes (its rows may be half written), so that the
+    /// files can no longer be finished without them.
+    busy: bool,
 }
 
 struct OpenFile {
@@ -58,6 +62,7 @@ impl StagedFiles {
             pending: Vec::new(),
             pending_rows: 0,
             pending_bytes: 0,
+            busy: false,
             table,
         }
     }
@@ -83,6 +88,27 @@ impl StagedFiles {
     /// file names ([`crate::schema::TableSchema::file_schema`]). A sorted
     /// table's rows are buffered until a row group's worth is sorted.
     pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.enter()?;
+        let done = self.write_batch(batch).await;
+        self.busy = false;
+        done
+    }
+
+    /// Refuse to go on after a call that was dropped midway.
+    fn enter(&mut self) -> Result<()> {
+        if self.busy {
+            return Err(Error::parquet(
+                &self.dir,
+                parquet::errors::ParquetError::General(
+                    "an earlier write to these files was interrupted; write them again".into(),
+                ),
+            ));
+        }
+        self.busy = true;
+        Ok(())
+    }
+
+    async fn write_batch(&mut self, batch: &RecordBatch) -> Result<()> {
         let batch = RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
             .map_err(|e| Error::arrow(&self.dir, e))?;
         if !self.layout.sorts() {
@@ -176,6 +202,7 @@ impl StagedFiles {
 
     /// Close the open file and return every file written.
     pub async fn finish(mut self) -> Result<Vec<DataFile>> {
+        self.enter()?;
         self.write_sorted(true).await?;
         self.close_file().await?;
         Ok(std::mem::take(&mut self.files))

@@ -15,7 +15,7 @@
 //!
 //! - a visit to a count older than [`WAIT_AFTER`] (after an idle spell)
 //!   waits for a new one rather than be shown one that old;
-//! - a count, and each table in it, has a time limit: a table that does
+//! - a count (10 min), and each table in it (30 s), has a time limit: a table that does
 //!   not answer is a row with an error, and a count that does not finish
 //!   fails rather than block every later count;
 //! - a background count that fails is said on the page, above the last
@@ -47,8 +47,9 @@ pub const FRESH_FOR: Duration = Duration::from_secs(10);
 /// How old a count may be and still be served while a new one is made.
 pub const WAIT_AFTER: Duration = Duration::from_secs(60);
 
-/// The longest a whole count may take.
-const COUNT_LIMIT: Duration = Duration::from_secs(120);
+/// The longest a whole count may take (tables that do not answer become
+/// rows with an error first).
+const COUNT_LIMIT: Duration = Duration::from_secs(600);
 
 /// The longest one table's summary may take.
 const TABLE_LIMIT: Duration = Duration::from_secs(30);
@@ -85,6 +86,8 @@ pub struct Count {
     pub recount_failed: Option<String>,
     #[serde(skip)]
     started: Option<Instant>,
+    #[serde(skip)]
+    finished: Option<Instant>,
 }
 
 impl Count {
@@ -158,10 +161,13 @@ impl Summaries {
                 return Ok(last);
             }
         }
+        let waiting = Instant::now();
         let _guard = self.counting.lock().await;
-        // Counted while this request waited.
+        // Counted while this request waited: served, however long that
+        // count took (visitors queued behind a slow count would otherwise
+        // each count again, one after another).
         if let Some(last) = self.last() {
-            if last.age() <= self.fresh_for {
+            if last.finished.is_some_and(|f| f >= waiting) || last.age() <= self.fresh_for {
                 return Ok(last);
             }
         }
@@ -216,6 +222,7 @@ async fn count(warehouse: &Warehouse) -> Result<Count, UiError> {
         tables,
         recount_failed: None,
         started: Some(started),
+        finished: Some(Instant::now()),
     })
 }
 
