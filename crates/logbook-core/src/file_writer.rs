@@ -405,6 +405,17 @@ mod tests {
             .build()
     }
 
+    /// What `ArrowWriter` writes for `batches` with [`props`].
+    fn arrow_writer_bytes(batches: &[RecordBatch]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut bytes, batches[0].schema(), Some(props())).unwrap();
+        for b in batches {
+            w.write(b).unwrap();
+        }
+        w.close().unwrap();
+        bytes
+    }
+
     /// The same file `ArrowWriter` writes, byte for byte, whatever the
     /// number of workers: nested columns, nulls, row groups ended at the
     /// row limit across batches, page index and bloom filter included.
@@ -412,12 +423,7 @@ mod tests {
     async fn files_are_the_bytes_arrow_writer_writes() {
         let batches = [batch(0, 700), batch(700, 1800), batch(2500, 3)];
         let schema = batches[0].schema();
-        let mut expected = Vec::new();
-        let mut w = ArrowWriter::try_new(&mut expected, schema.clone(), Some(props())).unwrap();
-        for b in &batches {
-            w.write(b).unwrap();
-        }
-        w.close().unwrap();
+        let expected = arrow_writer_bytes(&batches);
         for workers in [1, 2, 3, 8] {
             let mut w = FileWriter::try_new(Vec::new(), schema.clone(), props(), workers).unwrap();
             for b in &batches {
@@ -445,12 +451,7 @@ mod tests {
         // Ten batches per row group: more than a worker could queue.
         let batches: Vec<RecordBatch> = (0..20).map(|i| batch(i * 100, 100)).collect();
         let schema = batches[0].schema();
-        let mut expected = Vec::new();
-        let mut w = ArrowWriter::try_new(&mut expected, schema.clone(), Some(props())).unwrap();
-        for b in &batches {
-            w.write(b).unwrap();
-        }
-        w.close().unwrap();
+        let expected = arrow_writer_bytes(&batches);
         let written = rt.block_on(async {
             let mut w = FileWriter::try_new(Vec::new(), schema, props(), 5).unwrap();
             let all = async {

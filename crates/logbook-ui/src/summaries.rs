@@ -85,15 +85,15 @@ pub struct Count {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recount_failed: Option<String>,
     #[serde(skip)]
-    started: Option<Instant>,
+    started: Instant,
     #[serde(skip)]
-    finished: Option<Instant>,
+    finished: Instant,
 }
 
 impl Count {
     /// Time since the count started.
     pub fn age(&self) -> Duration {
-        self.started.map_or(Duration::ZERO, |s| s.elapsed())
+        self.started.elapsed()
     }
 }
 
@@ -167,7 +167,7 @@ impl Summaries {
         // count took (visitors queued behind a slow count would otherwise
         // each count again, one after another).
         if let Some(last) = self.last() {
-            if last.finished.is_some_and(|f| f >= waiting) || last.age() <= self.fresh_for {
+            if last.finished >= waiting || last.age() <= self.fresh_for {
                 return Ok(last);
             }
         }
@@ -221,8 +221,8 @@ async fn count(warehouse: &Warehouse) -> Result<Count, UiError> {
         counted_ms,
         tables,
         recount_failed: None,
-        started: Some(started),
-        finished: Some(Instant::now()),
+        started,
+        finished: Instant::now(),
     })
 }
 
