@@ -21,6 +21,7 @@ pub struct CountingStore {
     reads: Arc<Mutex<Vec<String>>>,
     clock: Option<Arc<logbook::clock::ManualClock>>,
     written_ms: Arc<Mutex<HashMap<String, i64>>>,
+    bytes_put: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl CountingStore {
@@ -31,6 +32,7 @@ impl CountingStore {
             reads: Default::default(),
             clock: None,
             written_ms: Default::default(),
+            bytes_put: Default::default(),
         }
     }
 
@@ -63,6 +65,11 @@ impl CountingStore {
     pub fn take(&self) -> BTreeMap<&'static str, usize> {
         std::mem::take(&mut *self.counts.lock().unwrap())
     }
+
+    /// Bytes put (single puts, not multipart) so far, then start again.
+    pub fn take_bytes_put(&self) -> usize {
+        self.bytes_put.swap(0, std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl fmt::Display for CountingStore {
@@ -81,6 +88,10 @@ impl ObjectStore for CountingStore {
     ) -> Result<PutResult> {
         self.bump("put");
         self.written(location);
+        self.bytes_put.fetch_add(
+            payload.content_length(),
+            std::sync::atomic::Ordering::SeqCst,
+        );
         self.inner.put_opts(location, payload, opts).await
     }
 

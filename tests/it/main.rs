@@ -9,6 +9,7 @@ mod crash;
 mod dimension;
 mod fault_store;
 mod flight;
+mod format;
 mod lifecycle;
 mod local_fs;
 mod maintenance;
@@ -22,6 +23,8 @@ mod run_identity;
 mod schema_evolution;
 mod stage;
 mod staleness;
+#[path = "../../benches/support/synthetic.rs"]
+mod synthetic;
 mod time_travel;
 mod vacuum_guard;
 mod validation;

@@ -3,14 +3,28 @@
 //! ```text
 //! <table>/_logbook/log/00000000000000000007.json   commit 7 (created with put-if-absent)
 //! <table>/_logbook/_last                           best-effort hint: latest version
-//! <table>/_logbook/manifests/<attempt-id>/root.json      table schema + one ref per month
-//! <table>/_logbook/manifests/<attempt-id>/2026-03.json   the partitions of one month
+//! <table>/_logbook/manifests/<attempt-id>/root.json        table schema + one ref per five years
+//! <table>/_logbook/manifests/<attempt-id>/span-2025.json   one ref per month of 2025..=2029
+//! <table>/_logbook/manifests/<attempt-id>/2026-03.json     the partitions of one month
 //! <table>/data/<col>=2026-03-15/<staging-id>/part-00000.parquet
 //! ```
 //!
-//! A commit attempt writes new manifests only for the months it touches and a new
-//! root; unchanged months are shared with the previous version. Every path in
-//! a manifest is relative to the table root.
+//! A commit attempt writes new manifests only for the months it touches,
+//! the spans above them and a new root; unchanged months and spans are
+//! shared with the previous version. Every path in a manifest is relative to
+//! the table root.
+//!
+//! Format versions: a table keeps the format it was created in until
+//! [`PropertiesChange::format`] moves it up; log entries carry their root's
+//! format, so a build that reads only older formats refuses the table by
+//! name instead of misreading it.
+//! - 1: the root lists every month. A commit rewrites the whole list: its
+//!   cost grows with the table's age (120 references after ten years of
+//!   days, 3,300 after 100,000 days).
+//! - 2: the root lists five-year spans, each span its months (at most 60).
+//!   A commit writes the months it touches, their spans and the root; the
+//!   root holds one reference per five years. Month manifests are the same
+//!   in both.
 
 use std::collections::BTreeMap;
 
@@ -21,8 +35,14 @@ use uuid::Uuid;
 use crate::error::Result;
 use crate::schema::TableSchema;
 
-/// Format version written in every log entry and root manifest.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest format this build reads, and the one it creates tables in.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The first format whose root lists spans instead of months.
+pub const FORMAT_SPANS: u32 = 2;
+
+/// How many years a span of format 2 covers (from a multiple of this).
+pub const SPAN_YEARS: i32 = 5;
 
 /// What a commit did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -245,13 +265,18 @@ impl DateRange {
     }
 }
 
-/// The root of one snapshot: the schema and one reference per month.
+/// The root of one snapshot: the schema and one reference per span of
+/// months (format 2) or per month (format 1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RootManifest {
     pub format: u32,
     pub schema: TableSchema,
-    /// Sorted by month. Empty for dimensions.
+    /// Format 1: every month, sorted. Empty in format 2 (always written,
+    /// since format 1 readers require it), and for dimensions.
     pub months: Vec<MonthRef>,
+    /// Format 2: every five-year span holding a partition, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spans: Vec<SpanRef>,
     /// A dimension's files (it is not partitioned by date).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dimension: Option<DimensionFiles>,
@@ -425,6 +450,10 @@ pub struct PropertiesChange {
     pub sort_by: Option<Vec<u32>>,
     /// New bloom filter columns by field id (empty: none).
     pub bloom_filters: Option<Vec<u32>>,
+    /// Move the table's metadata up to this format version (see the module
+    /// doc; at most [`FORMAT_VERSION`], never down). Builds that read only
+    /// older formats then refuse the table.
+    pub format: Option<u32>,
 }
 
 /// Turning a mirror on or off.
@@ -482,7 +511,26 @@ pub struct DimensionFiles {
     pub files: Vec<DataFile>,
 }
 
-/// A root manifest's pointer to the manifest of one month.
+/// A format 2 root's pointer to the manifest of one span of months.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpanRef {
+    /// The span's first year (a multiple of [`SPAN_YEARS`]), `YYYY`.
+    pub span: String,
+    pub path: String,
+    pub partitions: u64,
+    pub rows: u64,
+    pub files: u64,
+}
+
+/// The months of one span that hold a partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpanManifest {
+    pub span: String,
+    /// Sorted by month.
+    pub months: Vec<MonthRef>,
+}
+
+/// A root or span manifest's pointer to the manifest of one month.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MonthRef {
     /// `YYYY-MM`.
@@ -627,6 +675,18 @@ pub fn month_key(date: NaiveDate) -> String {
     format!("{:04}-{:02}", date.year(), date.month())
 }
 
+/// The key of the span holding `date`: the span's first year, `YYYY`.
+pub(crate) fn span_key(date: NaiveDate) -> String {
+    format!("{:04}", date.year() - date.year().rem_euclid(SPAN_YEARS))
+}
+
+/// The key of the span holding month `month` (`YYYY-MM`), if it is one.
+pub(crate) fn span_key_of_month(month: &str) -> Option<String> {
+    NaiveDate::parse_from_str(&format!("{month}-01"), "%Y-%m-%d")
+        .ok()
+        .map(span_key)
+}
+
 /// Relative paths of logbook's own objects within a table.
 pub(crate) mod layout {
     use uuid::Uuid;
@@ -647,6 +707,10 @@ pub(crate) mod layout {
 
     pub fn month_manifest(attempt_id: Uuid, month: &str) -> String {
         format!("{META_DIR}/manifests/{attempt_id}/{month}.json")
+    }
+
+    pub fn span_manifest(attempt_id: Uuid, span: &str) -> String {
+        format!("{META_DIR}/manifests/{attempt_id}/span-{span}.json")
     }
 
     pub fn staging_dir(

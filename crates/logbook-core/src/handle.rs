@@ -1,5 +1,5 @@
 //! A table handle's shared state and its I/O: the log, the options, the
-//! month-manifest cache, the highest version seen, and every JSON object
+//! month- and span-manifest caches, the highest version seen, and every JSON object
 //! and listing the table reads and writes. Everything else in core works
 //! through a `TableInner`; this module imports none of them.
 
@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::format::{layout, LogEntry, MonthManifest, FORMAT_VERSION};
+use crate::format::{layout, LogEntry, MonthManifest, SpanManifest, FORMAT_VERSION};
 use crate::log::Log;
 use crate::options::TableOptions;
 use crate::storage::StorageLocation;
@@ -27,8 +27,10 @@ pub(crate) struct TableInner {
     pub options: TableOptions,
     /// Highest version this handle has seen; probing starts here.
     last_seen: AtomicU64,
-    /// Month manifests are immutable, so they are shared across versions.
-    months: Mutex<HashMap<String, Arc<MonthManifest>>>,
+    /// Month and span manifests are immutable, so they are shared across
+    /// versions and read once per handle.
+    months: Cache<MonthManifest>,
+    spans: Cache<SpanManifest>,
     /// Set once the store was shown to honour put-if-absent.
     probed: tokio::sync::OnceCell<()>,
 }
@@ -41,7 +43,8 @@ impl TableInner {
             location,
             options,
             last_seen: AtomicU64::new(0),
-            months: Mutex::new(HashMap::new()),
+            months: Cache::default(),
+            spans: Cache::default(),
             probed: tokio::sync::OnceCell::new(),
         }
     }
@@ -117,23 +120,30 @@ impl TableInner {
     }
 
     pub(crate) async fn month(&self, path: &str) -> Result<Arc<MonthManifest>> {
-        if let Some(m) = self.months.lock().expect("cache lock").get(path) {
-            return Ok(m.clone());
+        self.cached(&self.months, path).await
+    }
+
+    pub(crate) async fn span(&self, path: &str) -> Result<Arc<SpanManifest>> {
+        self.cached(&self.spans, path).await
+    }
+
+    async fn cached<T: DeserializeOwned>(&self, cache: &Cache<T>, path: &str) -> Result<Arc<T>> {
+        if let Some(m) = cache.get(path) {
+            return Ok(m);
         }
-        let m: Arc<MonthManifest> = Arc::new(self.get_json(path).await?);
-        self.months
-            .lock()
-            .expect("cache lock")
-            .insert(path.to_string(), m.clone());
+        let m: Arc<T> = Arc::new(self.get_json(path).await?);
+        cache.put(path.to_string(), m.clone());
         Ok(m)
     }
 
     /// Remember a month manifest this handle wrote (manifests are immutable).
     pub(crate) fn cache_month(&self, path: String, month: MonthManifest) {
-        self.months
-            .lock()
-            .expect("cache lock")
-            .insert(path, Arc::new(month));
+        self.months.put(path, Arc::new(month));
+    }
+
+    /// Remember a span manifest this handle wrote.
+    pub(crate) fn cache_span(&self, path: String, span: SpanManifest) {
+        self.spans.put(path, Arc::new(span));
     }
 
     pub(crate) fn encode<T: Serialize>(&self, value: &T) -> Result<Bytes> {
@@ -223,12 +233,36 @@ impl TableInner {
     }
 
     pub(crate) async fn put_json<T: Serialize>(&self, relative: &str, value: &T) -> Result<()> {
-        let path = self.location.path(relative);
+        self.put(relative.to_string(), self.encode(value)?).await
+    }
+
+    /// Put `bytes` (encoded JSON) at `relative`.
+    pub(crate) async fn put(&self, relative: String, bytes: Bytes) -> Result<()> {
+        let path = self.location.path(&relative);
         self.location
             .store()
-            .put(&path, PutPayload::from(self.encode(value)?))
+            .put(&path, PutPayload::from(bytes))
             .await
             .map(|_| ())
             .map_err(|e| Error::storage(&path, e))
+    }
+}
+
+/// Immutable objects by path.
+struct Cache<T>(Mutex<HashMap<String, Arc<T>>>);
+
+impl<T> Default for Cache<T> {
+    fn default() -> Self {
+        Self(Mutex::new(HashMap::new()))
+    }
+}
+
+impl<T> Cache<T> {
+    fn get(&self, path: &str) -> Option<Arc<T>> {
+        self.0.lock().expect("cache lock").get(path).cloned()
+    }
+
+    fn put(&self, path: String, value: Arc<T>) {
+        self.0.lock().expect("cache lock").insert(path, value);
     }
 }

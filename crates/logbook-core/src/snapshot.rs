@@ -9,7 +9,10 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
 use crate::error::Result;
-use crate::format::{month_key, LogEntry, MonthManifest, PartitionEntry, RootManifest};
+use crate::format::{
+    month_key, span_key, LogEntry, MonthManifest, MonthRef, PartitionEntry, RootManifest,
+    SpanManifest, SpanRef,
+};
 use crate::handle::TableInner;
 use crate::reader::{read_files, ReadOptions, ScanHooks};
 use crate::schema::TableSchema;
@@ -55,6 +58,12 @@ impl Snapshot {
         &self.entry
     }
 
+    /// The format version this snapshot's metadata is written in (see
+    /// [`crate::format`]).
+    pub fn format(&self) -> u32 {
+        self.root.format
+    }
+
     pub(crate) fn root(&self) -> &RootManifest {
         &self.root
     }
@@ -71,27 +80,84 @@ impl Snapshot {
 
     /// Total rows and files, from the root manifest alone.
     pub fn totals(&self) -> (u64, u64) {
-        self.root
-            .months
-            .iter()
-            .fold((0, 0), |(r, f), m| (r + m.rows, f + m.files))
+        let months = self.root.months.iter().map(|m| (m.rows, m.files));
+        let spans = self.root.spans.iter().map(|s| (s.rows, s.files));
+        months
+            .chain(spans)
+            .fold((0, 0), |(r, f), (rows, files)| (r + rows, f + files))
     }
 
-    /// The manifest of `month` (`YYYY-MM`), if any partition of it exists.
-    pub(crate) async fn month(&self, month: &str) -> Result<Option<Arc<MonthManifest>>> {
-        match self
-            .root
-            .months
-            .binary_search_by(|m| m.month.as_str().cmp(month))
-        {
-            Ok(i) => Ok(Some(self.table.month(&self.root.months[i].path).await?)),
+    /// The root's span references (empty in format 1).
+    pub(crate) fn span_refs(&self) -> &[SpanRef] {
+        &self.root.spans
+    }
+
+    /// The manifest of span `span`, if any partition of it exists.
+    pub(crate) async fn span(&self, span: &str) -> Result<Option<Arc<SpanManifest>>> {
+        let spans = &self.root.spans;
+        match spans.binary_search_by(|s| s.span.as_str().cmp(span)) {
+            Ok(i) => Ok(Some(self.table.span(&spans[i].path).await?)),
             Err(_) => Ok(None),
         }
     }
 
+    /// Every month holding a partition, sorted (in format 2, each span's
+    /// manifest read once per handle).
+    pub(crate) async fn month_refs(&self) -> Result<Vec<MonthRef>> {
+        if self.root.spans.is_empty() {
+            return Ok(self.root.months.clone());
+        }
+        let paths: Vec<String> = self.root.spans.iter().map(|s| s.path.clone()).collect();
+        let spans: Vec<Arc<SpanManifest>> = futures::stream::iter(paths)
+            .map(|path| {
+                let table = self.table.clone();
+                async move { table.span(&path).await }
+            })
+            .buffered(16)
+            .try_collect()
+            .await?;
+        Ok(spans
+            .iter()
+            .flat_map(|s| s.months.iter().cloned())
+            .collect())
+    }
+
+    /// The manifest of `date`'s month, if any partition of it exists.
+    pub(crate) async fn month_of(&self, date: NaiveDate) -> Result<Option<Arc<MonthManifest>>> {
+        let month = month_key(date);
+        let found = |months: &[MonthRef]| {
+            months
+                .binary_search_by(|m| m.month.as_str().cmp(&month))
+                .ok()
+                .map(|i| months[i].path.clone())
+        };
+        let path = if self.root.spans.is_empty() {
+            found(&self.root.months)
+        } else {
+            match self.span(&span_key(date)).await? {
+                Some(span) => found(&span.months),
+                None => None,
+            }
+        };
+        match path {
+            Some(path) => Ok(Some(self.table.month(&path).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The manifest `month` points to.
+    pub(crate) async fn month_at(&self, month: &MonthRef) -> Result<Arc<MonthManifest>> {
+        self.table.month(&month.path).await
+    }
+
     /// Every partition, sorted by date.
     pub async fn partitions(&self) -> Result<Vec<PartitionEntry>> {
-        let paths: Vec<String> = self.root.months.iter().map(|m| m.path.clone()).collect();
+        let paths: Vec<String> = self
+            .month_refs()
+            .await?
+            .into_iter()
+            .map(|m| m.path)
+            .collect();
         let months: Vec<Arc<MonthManifest>> = futures::stream::iter(paths)
             .map(|path| {
                 let table = self.table.clone();
@@ -108,7 +174,7 @@ impl Snapshot {
 
     /// The partition for `date`, if it was ever committed (and not removed).
     pub async fn partition(&self, date: NaiveDate) -> Result<Option<PartitionEntry>> {
-        Ok(self.month(&month_key(date)).await?.and_then(|m| {
+        Ok(self.month_of(date).await?.and_then(|m| {
             m.partitions
                 .binary_search_by(|p| p.date.cmp(&date))
                 .ok()

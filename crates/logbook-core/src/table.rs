@@ -91,6 +91,7 @@ impl Table {
             format: FORMAT_VERSION,
             schema,
             months: vec![],
+            spans: vec![],
             dimension: None,
             properties,
             retained_from: 0,
@@ -268,7 +269,7 @@ impl Table {
         if change.is_empty() {
             return Err(Error::InvalidInput {
                 table: self.inner.name.clone(),
-                reason: "nothing to change: give a schedule start, a chain setting, sort columns or bloom filter columns".into(),
+                reason: "nothing to change: give a schedule start, a chain setting, sort columns, bloom filter columns or a format".into(),
             });
         }
         // Only the columns this change names: one dropped since an earlier
@@ -280,6 +281,18 @@ impl Table {
             ..Default::default()
         };
         named.check_columns(&self.inner.name, head.schema())?;
+        if let Some(format) = change.format {
+            let at_head = head.root().format;
+            if format > FORMAT_VERSION || format < at_head {
+                return Err(Error::InvalidInput {
+                    table: self.inner.name.clone(),
+                    reason: format!(
+                        "cannot move the table from format {at_head} to {format}: \
+                         formats go up only, to at most {FORMAT_VERSION}"
+                    ),
+                });
+            }
+        }
         let base = head.version();
         let run = RunInfo::new(format!("alter-{}", self.inner.options.ids.next_id()));
         let pending = PendingCommit::new(base, run, Change::Properties(change));

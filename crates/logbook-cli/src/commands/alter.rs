@@ -43,6 +43,11 @@ pub struct Args {
     /// (comma-separated; `none`: no filters).
     #[arg(long, group = "change", value_name = "COLUMNS|none")]
     bloom_filter: Option<String>,
+    /// Move the table's metadata up to this format version (2: the root
+    /// lists five-year spans, so a commit's cost does not grow with the
+    /// table's age). Older logbook builds then refuse the table.
+    #[arg(long, group = "change", value_name = "N")]
+    format: Option<u32>,
 }
 
 /// The field ids a `--sort-by`/`--bloom-filter` value names (`none`: none).
@@ -175,6 +180,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         mirror: None,
         sort_by: layout_ids(&table, &schema, &args.sort_by, "sort by")?,
         bloom_filters: layout_ids(&table, &schema, &args.bloom_filter, "bloom filter")?,
+        format: args.format,
     };
     let info = table.alter(change).await?;
     let props = table.at_version(info.version).await?.properties().clone();
@@ -203,6 +209,9 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
             names.join(",")
         }
     };
+    if args.format.is_some() {
+        println!("format {}", table.at_version(info.version).await?.format());
+    }
     if args.sort_by.is_some() || args.bloom_filter.is_some() {
         println!(
             "new files: sorted by {}; bloom filters on {}",

@@ -1,7 +1,8 @@
 //! The commit pipeline: conflict checks, idempotency and retry live here.
 //!
 //! A commit is built on the current head: it writes the manifests of the
-//! months it touches and a new root under a fresh attempt id (`next.rs`),
+//! months it touches, the spans above them (`spans.rs`) and a new root
+//! under a fresh attempt id (`next.rs`),
 //! then creates log entry `head + 1` with put-if-absent. If another
 //! writer's entry is there, the entries since our base are read; if one
 //! touched our dates we fail with `PartitionConflict`, otherwise we build
@@ -10,6 +11,7 @@
 
 mod change;
 mod next;
+mod spans;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -1,18 +1,22 @@
 //! Building the next version on the head: the month manifests a commit
-//! changes, the new root, and the log entry pointing at it. Nothing here
-//! decides anything; the pipeline (`mod.rs`) creates the entry.
+//! changes, the index above them (`spans.rs`), the new root, and the log
+//! entry pointing at it. Every manifest is put at once (none is reachable
+//! before the entry exists). Nothing here decides anything; the pipeline
+//! (`mod.rs`) creates the entry.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use chrono::NaiveDate;
 use uuid::Uuid;
 
 use super::change::{Change, PartitionChange, PendingCommit};
+use super::spans::{self, Index};
 use crate::error::Result;
 use crate::format::{
     layout, month_key, DimensionFiles, LogEntry, MonthManifest, MonthRef, PartitionEntry,
-    RootManifest, RunRef, FORMAT_VERSION, RUN_RETRY_WINDOW,
+    RootManifest, RunRef, RUN_RETRY_WINDOW,
 };
 use crate::handle::TableInner;
 use crate::snapshot::Snapshot;
@@ -33,40 +37,59 @@ pub(super) async fn build(
     pending: &PendingCommit,
     next: &Next,
 ) -> Result<(LogEntry, RootManifest)> {
-    let (months, replaced) = write_months(table, head, pending, next).await?;
-    let root = root(table, head, &pending.change, months, next.version)?;
+    let format = format(head, &pending.change);
+    // The commit's mirror entry reads the new manifests right after.
+    let cache = head.properties().mirror.is_some();
+    let (changed, replaced, mut writes) = months(table, head, pending, next, cache).await?;
+    let index = spans::index(table, head, format, changed, next, cache).await?;
+    writes.extend(index.writes.iter().cloned());
+    let root = root(table, head, &pending.change, format, index, next.version)?;
     let root_path = layout::root_manifest(next.attempt_id);
-    table.put_json(&root_path, &root).await?;
-    let entry = entry(table, head, pending, next, root_path, replaced);
+    writes.push((root_path.clone(), table.encode(&root)?));
+    futures::future::try_join_all(
+        writes
+            .into_iter()
+            .map(|(path, bytes)| table.put(path, bytes)),
+    )
+    .await?;
+    let entry = entry(table, head, pending, next, format, root_path, replaced);
     Ok((entry, root))
 }
 
-/// Write the month manifests the change touches (each under this attempt's
-/// id, so a retry never overwrites an attempt whose outcome is unknown).
-/// Returns every month's reference and how many files the change replaced.
-async fn write_months(
+/// The format of the next version: the head's, or the one a properties
+/// change moves the table up to (never down).
+fn format(head: &Snapshot, change: &Change) -> u32 {
+    let at_head = head.root().format;
+    match change {
+        Change::Properties(p) => p.format.map_or(at_head, |f| f.max(at_head)),
+        _ => at_head,
+    }
+}
+
+/// The month manifests the change touches (each under this attempt's id,
+/// so a retry never overwrites an attempt whose outcome is unknown),
+/// encoded. Returns their references by month, how many files the change
+/// replaced, and the writes.
+async fn months(
     table: &Arc<TableInner>,
     head: &Snapshot,
     pending: &PendingCommit,
     next: &Next,
-) -> Result<(Vec<MonthRef>, u64)> {
+    cache: bool,
+) -> Result<(BTreeMap<String, MonthRef>, u64, Vec<(String, Bytes)>)> {
     let mut by_month: BTreeMap<String, Vec<&PartitionChange>> = BTreeMap::new();
     for c in pending.change.partitions() {
         by_month.entry(month_key(c.date)).or_default().push(c);
     }
-    let mut months: BTreeMap<String, MonthRef> = head
-        .root()
-        .months
-        .iter()
-        .map(|m| (m.month.clone(), m.clone()))
-        .collect();
+    let mut months = BTreeMap::new();
     let mut replaced = 0u64;
     let mut writes = Vec::new();
     for (month, changes) in by_month {
-        let mut partitions: BTreeMap<NaiveDate, PartitionEntry> = match head.month(&month).await? {
-            Some(m) => m.partitions.iter().map(|p| (p.date, p.clone())).collect(),
-            None => BTreeMap::new(),
-        };
+        let mut partitions: BTreeMap<NaiveDate, PartitionEntry> =
+            match head.month_of(changes[0].date).await? {
+                Some(m) => m.partitions.iter().map(|p| (p.date, p.clone())).collect(),
+                None => BTreeMap::new(),
+            };
         for c in changes {
             let old = partitions.remove(&c.date);
             replaced += old.as_ref().map_or(0, |p| p.files.len() as u64);
@@ -78,16 +101,12 @@ async fn write_months(
         };
         let path = layout::month_manifest(next.attempt_id, &month);
         months.insert(month.clone(), month_ref(month, &path, &manifest));
-        writes.push((path, manifest));
-    }
-    futures::future::try_join_all(writes.iter().map(|(path, m)| table.put_json(path, m))).await?;
-    if head.properties().mirror.is_some() {
-        // The commit's mirror entry reads these months right after.
-        for (path, m) in writes {
-            table.cache_month(path, m);
+        writes.push((path.clone(), table.encode(&manifest)?));
+        if cache {
+            table.cache_month(path, manifest);
         }
     }
-    Ok((months.into_values().collect(), replaced))
+    Ok((months, replaced, writes))
 }
 
 /// Date `c.date`'s entry in the next version, `old` its entry at the head.
@@ -140,19 +159,22 @@ fn month_ref(month: String, path: &str, manifest: &MonthManifest) -> MonthRef {
     }
 }
 
-/// The next root: the head's, with `change` applied and `months` in place.
+/// The next root in `format`: the head's, with `change` applied and
+/// `index` in place.
 fn root(
     table: &TableInner,
     head: &Snapshot,
     change: &Change,
-    months: Vec<MonthRef>,
+    format: u32,
+    index: Index,
     version: u64,
 ) -> Result<RootManifest> {
     let at_head = head.root();
     let mut root = RootManifest {
-        format: FORMAT_VERSION,
+        format,
         schema: at_head.schema.clone(),
-        months,
+        months: index.months,
+        spans: index.spans,
         dimension: at_head.dimension.clone(),
         properties: at_head.properties.clone(),
         retained_from: at_head.retained_from,
@@ -179,6 +201,7 @@ fn entry(
     head: &Snapshot,
     pending: &PendingCommit,
     next: &Next,
+    format: u32,
     manifest: String,
     replaced: u64,
 ) -> LogEntry {
@@ -207,7 +230,7 @@ fn entry(
         _ => {}
     }
     LogEntry {
-        format: FORMAT_VERSION,
+        format,
         version: next.version,
         commit_id: next.commit_id,
         // Never before the head's: entries are ordered in time too.

@@ -135,7 +135,7 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         Err(e) if then < expired_from && gone(&e) => expired_from,
         Err(e) => return Err(e),
     };
-    // Month manifests are shared across versions: read each one once. An
+    // Span and month manifests are shared across versions: read each once. An
     // expired version whose manifests an earlier vacuum removed is skipped.
     let retained: Vec<crate::Snapshot> = futures::stream::iter(oldest..=latest.version())
         .map(|v| async move {
@@ -154,15 +154,14 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     for snap in &retained {
         keep.insert(snap.entry().manifest.clone());
         keep.extend(snap.dimension_files().into_iter().map(|f| f.path));
-        for m in &snap.root().months {
+        keep.extend(snap.span_refs().iter().map(|s| s.path.clone()));
+        for m in snap.month_refs().await? {
             if !months_seen.insert(m.path.clone()) {
                 continue;
             }
             keep.insert(m.path.clone());
-            if let Some(month) = snap.month(&m.month).await? {
-                for p in &month.partitions {
-                    keep.extend(p.files.iter().map(|f| f.path.clone()));
-                }
+            for p in &snap.month_at(&m).await?.partitions {
+                keep.extend(p.files.iter().map(|f| f.path.clone()));
             }
         }
     }

@@ -152,14 +152,12 @@ async fn files_of(
         .into_iter()
         .map(|f| (f.path.clone(), f))
         .collect();
-    for m in &snapshot.root().months {
+    for m in snapshot.month_refs().await? {
         if months.is_some_and(|only| !only.contains(&m.month)) {
             continue;
         }
-        if let Some(month) = snapshot.month(&m.month).await? {
-            for p in &month.partitions {
-                files.extend(p.files.iter().map(|f| (f.path.clone(), f.clone())));
-            }
+        for p in &snapshot.month_at(&m).await?.partitions {
+            files.extend(p.files.iter().map(|f| (f.path.clone(), f.clone())));
         }
     }
     Ok(files)
@@ -170,17 +168,16 @@ pub(crate) async fn live_files(snapshot: &Snapshot) -> Result<BTreeMap<String, D
     files_of(snapshot, None).await
 }
 
+/// Each month's manifest path in `snapshot`, by month.
+async fn month_paths(snapshot: &Snapshot) -> Result<BTreeMap<String, String>> {
+    let refs = snapshot.month_refs().await?;
+    Ok(refs.into_iter().map(|m| (m.month, m.path)).collect())
+}
+
 /// The files of `base` not in `next`, and of `next` not in `base`. Only the
 /// months whose manifests differ are read.
 async fn changed_files(base: &Snapshot, next: &Snapshot) -> Result<(Vec<DataFile>, Vec<DataFile>)> {
-    let refs = |s: &Snapshot| -> BTreeMap<String, String> {
-        s.root()
-            .months
-            .iter()
-            .map(|m| (m.month.clone(), m.path.clone()))
-            .collect()
-    };
-    let (before, after) = (refs(base), refs(next));
+    let (before, after) = (month_paths(base).await?, month_paths(next).await?);
     let changed: BTreeSet<String> = before
         .keys()
         .chain(after.keys())

@@ -1,0 +1,232 @@
+//! Format versions: tables written in format 1 (`tests/fixtures/format1`,
+//! checked in from the last build that wrote it) keep reading and keep
+//! being written in format 1 until moved up; format 2 lists spans.
+
+use std::path::Path;
+
+use logbook::format::{RootManifest, SpanManifest};
+use logbook::maintenance::{vacuum, VacuumOptions};
+use logbook::{ErrorKind, PropertiesChange, RunInfo, StorageLocation, Table, Warehouse};
+
+use crate::common::*;
+
+/// A copy of the format 1 fixture warehouse in a fresh directory.
+fn fixture() -> (tempfile::TempDir, Warehouse) {
+    let dir = tempfile::tempdir().unwrap();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format1");
+    copy_dir(&from, dir.path());
+    let wh = Warehouse::new(
+        StorageLocation::parse(dir.path().to_str().unwrap()).unwrap(),
+        options().with_clock(std::sync::Arc::new(logbook::clock::SystemClock)),
+    );
+    (dir, wh)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+const FIXTURE_DATES: [&str; 4] = ["2024-12-31", "2026-02-01", "2026-03-15", "2026-03-16"];
+
+/// Every partition's date, rows and files at the latest version.
+async fn partitions(t: &Table) -> Vec<(chrono::NaiveDate, u64, Vec<String>)> {
+    let snap = t.latest().await.unwrap();
+    let mut out = Vec::new();
+    for p in snap.partitions().await.unwrap() {
+        let files = p.files.iter().map(|f| f.path.clone()).collect();
+        out.push((p.date, p.rows, files));
+    }
+    out
+}
+
+/// The root manifest of `t`'s latest version, as stored.
+async fn root(t: &Table) -> RootManifest {
+    let entry = t.latest().await.unwrap().entry().clone();
+    serde_json::from_slice(&object_bytes(t, &entry.manifest).await).unwrap()
+}
+
+/// Replace `d` of the fixture's `orders` with its own rows (a new version).
+async fn rewrite(t: &Table, d: chrono::NaiveDate, run: &str) -> u64 {
+    let batches = t.latest().await.unwrap().read_partition(d).await.unwrap();
+    let mut w = t.replace_partition(d, RunInfo::new(run)).await.unwrap();
+    for b in &batches {
+        w.write(b).await.unwrap();
+    }
+    w.commit().await.unwrap().version
+}
+
+#[tokio::test]
+async fn a_format_1_table_reads_and_its_status_is_unchanged() {
+    let (_dir, wh) = fixture();
+    let orders = wh.table("orders").await.unwrap();
+    let snap = orders.latest().await.unwrap();
+    assert_eq!(snap.format(), 1);
+    let dates: Vec<String> = partitions(&orders)
+        .await
+        .iter()
+        .map(|p| p.0.to_string())
+        .collect();
+    assert_eq!(dates, FIXTURE_DATES);
+    assert_eq!(snap.totals(), (14, 4));
+    assert_eq!(
+        snap.read_partition(date("2026-03-15")).await.unwrap()[0].num_rows(),
+        4
+    );
+    let status = logbook::lifecycle::status(&wh, "revenue", None, date("2026-03-16"))
+        .await
+        .unwrap();
+    assert_eq!(status.count(logbook::lifecycle::PartitionState::Stale), 1);
+    assert_eq!(status.count(logbook::lifecycle::PartitionState::Missing), 1);
+}
+
+#[tokio::test]
+async fn a_format_1_table_is_written_in_format_1_until_moved_up() {
+    let (_dir, wh) = fixture();
+    let orders = wh.table("orders").await.unwrap();
+    let before = partitions(&orders).await;
+    let v = rewrite(&orders, date("2026-03-16"), "again").await;
+    let snap = orders.at_version(v).await.unwrap();
+    assert_eq!((snap.format(), snap.entry().format), (1, 1));
+    let stored = root(&orders).await;
+    assert!(stored.spans.is_empty());
+    assert_eq!(stored.months.len(), 3);
+    let after = partitions(&orders).await;
+    assert_eq!(after.len(), 4);
+    assert_eq!(after[..3], before[..3], "other dates unchanged");
+    assert_ne!(after[3].2, before[3].2, "the date has its new files");
+}
+
+#[tokio::test]
+async fn moving_to_format_2_keeps_every_partition_and_old_versions() {
+    let (_dir, wh) = fixture();
+    let orders = wh.table("orders").await.unwrap();
+    let before = partitions(&orders).await;
+    let old = orders.latest_version().await.unwrap();
+    let change = PropertiesChange {
+        format: Some(2),
+        ..Default::default()
+    };
+    let v = orders.alter(change).await.unwrap().version;
+    let snap = orders.at_version(v).await.unwrap();
+    assert_eq!((snap.format(), snap.entry().format), (2, 2));
+    assert_eq!(partitions(&orders).await, before);
+    assert_eq!(snap.totals(), (14, 4));
+    // Two spans (2020..2024 and 2025..2029), each listing its months.
+    let stored = root(&orders).await;
+    assert!(stored.months.is_empty());
+    let spans: Vec<&str> = stored.spans.iter().map(|s| s.span.as_str()).collect();
+    assert_eq!(spans, ["2020", "2025"]);
+    let span: SpanManifest =
+        serde_json::from_slice(&object_bytes(&orders, &stored.spans[1].path).await).unwrap();
+    let months: Vec<&str> = span.months.iter().map(|m| m.month.as_str()).collect();
+    assert_eq!(months, ["2026-02", "2026-03"]);
+    assert_eq!(stored.spans[1].partitions, 3);
+    // The version before the move still reads, in format 1.
+    let earlier = orders.at_version(old).await.unwrap();
+    assert_eq!(earlier.format(), 1);
+    assert_eq!(earlier.partitions().await.unwrap().len(), 4);
+
+    // A commit now rewrites one span, and a fresh handle reads it.
+    let v = rewrite(&orders, date("2026-03-15"), "after").await;
+    let stored = root(&orders).await;
+    assert_eq!(
+        stored.spans[0],
+        root_at(&orders, v - 1).await.spans[0],
+        "2020 span shared"
+    );
+    assert_ne!(
+        stored.spans[1].path,
+        root_at(&orders, v - 1).await.spans[1].path
+    );
+    let reopened = wh.table("orders").await.unwrap();
+    assert_eq!(partitions(&reopened).await.len(), 4);
+    let status = logbook::lifecycle::status(&wh, "revenue", None, date("2026-03-16"))
+        .await
+        .unwrap();
+    // The run read orders at version 3: 2026-03-15 rewritten makes it stale
+    // for its input too.
+    assert_eq!(status.count(logbook::lifecycle::PartitionState::Stale), 1);
+
+    // Vacuum keeps every span a retained version lists.
+    let sweep = VacuumOptions {
+        retention_ms: 0,
+        force: true,
+        dry_run: false,
+    };
+    vacuum(&orders, sweep).await.unwrap();
+    let fresh = wh.table("orders").await.unwrap();
+    for version in 0..=fresh.latest_version().await.unwrap() {
+        let snap = fresh.at_version(version).await.unwrap();
+        for d in snap.partitions().await.unwrap() {
+            assert!(!snap.read_partition(d.date).await.unwrap().is_empty());
+        }
+    }
+}
+
+async fn root_at(t: &Table, version: u64) -> RootManifest {
+    let entry = t.at_version(version).await.unwrap().entry().clone();
+    serde_json::from_slice(&object_bytes(t, &entry.manifest).await).unwrap()
+}
+
+#[tokio::test]
+async fn a_format_goes_up_only_and_not_past_this_build() {
+    let t = memory_table("fmt").await;
+    assert_eq!(
+        t.latest().await.unwrap().format(),
+        2,
+        "new tables are format 2"
+    );
+    let head = t.latest_version().await.unwrap();
+    for wrong in [1, 3] {
+        let change = PropertiesChange {
+            format: Some(wrong),
+            ..Default::default()
+        };
+        let err = t.alter(change).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+        assert!(err.to_string().contains("fmt"), "{err}");
+        assert!(
+            err.to_string().contains(&format!("format 2 to {wrong}")),
+            "{err}"
+        );
+    }
+    assert_eq!(t.latest_version().await.unwrap(), head, "nothing committed");
+}
+
+#[tokio::test]
+async fn a_new_table_lists_spans_and_reads_across_them() {
+    let t = memory_table("spans").await;
+    let dates = [
+        "2019-12-31",
+        "2020-01-01",
+        "2024-12-31",
+        "2025-01-01",
+        "2026-03-15",
+    ];
+    for (i, d) in dates.iter().enumerate() {
+        replace(&t, date(d), 0..(i as i64 + 1), "x", &format!("r{i}")).await;
+    }
+    let stored = root(&t).await;
+    let spans: Vec<(&str, u64)> = stored
+        .spans
+        .iter()
+        .map(|s| (s.span.as_str(), s.partitions))
+        .collect();
+    assert_eq!(spans, [("2015", 1), ("2020", 2), ("2025", 2)]);
+    let snap = t.latest().await.unwrap();
+    for (i, d) in dates.iter().enumerate() {
+        assert_eq!(rows(&snap, date(d)).await.len(), i + 1, "{d}");
+    }
+    assert!(snap.partition(date("2021-06-01")).await.unwrap().is_none());
+    assert!(snap.partition(date("2031-06-01")).await.unwrap().is_none());
+    assert_eq!(snap.totals(), (15, 5));
+}
