@@ -5,12 +5,13 @@
 //! commit pipeline would leave: log entries, the `_last` hint, month and
 //! span manifests and a root; the real code then reads and commits on top.
 //!
-//! Differences from a real history, and why they do not matter for what it
-//! measures: every history entry points at the head's root (only the head
-//! is read when committing or opening; time travel into a generated table
-//! reads the final state), and the data files the manifests list are not
-//! written (nothing reads an old partition's files when committing).
-//! Shared by `benches/scale.rs` and `tests/it/commit_cost.rs`.
+//! The difference from a real history, and why it does not matter for what
+//! it measures: every history entry points at the head's root (only the
+//! head is read when committing, opening or computing status; time travel
+//! into a generated table reads the final state). The data files the
+//! manifests list are written with their listed sizes but hold zeros: a
+//! listing (what `status` checks) finds them; reading their rows fails.
+//! Shared by `benches/scale/scale.rs` and `tests/it/commit_cost.rs`.
 
 use std::collections::BTreeMap;
 
@@ -33,6 +34,8 @@ pub struct Synthetic {
     pub partitions: u64,
     pub commits: u64,
     pub rows_per_partition: u64,
+    /// The table's declared schedule start, if any.
+    pub schedule_start: Option<NaiveDate>,
 }
 
 /// Write a table of `schema` at `location` as `spec` says. `commits` must
@@ -87,6 +90,10 @@ pub async fn generate(location: &StorageLocation, schema: TableSchema, spec: &Sy
                 rows: partitions.iter().map(|p| p.rows).sum(),
                 files: partitions.len() as u64,
             });
+        for p in &partitions {
+            let file = &p.files[0];
+            objects.push((file.path.clone(), vec![0; file.size as usize]));
+        }
         let manifest = MonthManifest { month, partitions };
         objects.push((path, serde_json::to_vec(&manifest).unwrap()));
     }
@@ -114,7 +121,10 @@ pub async fn generate(location: &StorageLocation, schema: TableSchema, spec: &Sy
         months,
         spans,
         dimension: None,
-        properties: Default::default(),
+        properties: logbook::TableProperties {
+            schedule_start: spec.schedule_start,
+            ..Default::default()
+        },
         retained_from: 0,
     };
     let (empty_root, root) = (

@@ -95,6 +95,7 @@ async fn generated_ops(
         partitions,
         commits,
         rows_per_partition: 10,
+        schedule_start: None,
     };
     crate::synthetic::generate(&loc, schema, &spec).await;
     let t = Table::open(loc.clone(), "orders", options()).await.unwrap();

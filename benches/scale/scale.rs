@@ -1,0 +1,175 @@
+//! Scale (issue 19): a commit, an open and `status` of 365 dates on tables
+//! of 10 commits and 10 partitions, and of 1,000,000 commits and 100,000
+//! partitions (274 years of days), in format 2 and, for comparison, format 1.
+//!
+//! ```text
+//! cargo run --release --example scale -- [ROUNDS] [LATENCY_MS] [COMMITS]
+//! ```
+//!
+//! Tables are generated straight into the format (`support/synthetic.rs`),
+//! their schedule starting 365 days before their last date,
+//! on `memory://`, each behind object_store's `ThrottledStore` sleeping
+//! `LATENCY_MS` (default 0) before every call, as a remote store's round
+//! trip would. The real code then commits, opens and computes status on
+//! them. Each round runs every case once per measurement, cases
+//! interleaved, so a noisy machine slows all of them alike (status rounds
+//! after the commit and open rounds: a status on a large table leaves the
+//! allocator slow for what follows); the figures are medians over rounds
+//! and each case's ratio to the small table.
+
+#[path = "../support/synthetic.rs"]
+mod synthetic;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::{Date32Array, Int64Array, RecordBatch, StringArray};
+use chrono::NaiveDate;
+use logbook::{RunInfo, StorageLocation, Table, TableOptions, TableSchema, Warehouse};
+use object_store::memory::InMemory;
+use object_store::throttle::{ThrottleConfig, ThrottledStore};
+use synthetic::{generate, Synthetic};
+
+const SPEC: &str = "date:date,id:int64,name:string";
+
+struct Case {
+    label: String,
+    warehouse: Warehouse,
+    table: Table,
+    last: NaiveDate,
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize, default: u64| {
+        args.get(i)
+            .map_or(default, |s| s.parse().expect("a number"))
+    };
+    let (rounds, latency, commits) = (arg(0, 10), arg(1, 0), arg(2, 1_000_000));
+    let last = NaiveDate::from_ymd_opt(2026, 6, 15).unwrap();
+    let mut cases = Vec::new();
+    for (format, partitions, history) in [(2, 10, 10), (2, 100_000, commits), (1, 100_000, commits)]
+    {
+        let started = Instant::now();
+        cases.push(case(format, partitions, history, last, latency).await);
+        eprintln!(
+            "generated {} in {:?}",
+            cases.last().unwrap().label,
+            started.elapsed()
+        );
+    }
+    // A handle's first commit also checks that the store honours put-if-absent.
+    for case in &cases {
+        commit(case, "warm-up").await;
+    }
+    let mut times: Vec<[Vec<Duration>; 3]> = cases.iter().map(|_| Default::default()).collect();
+    // Commits and opens first, then status: status on a large table
+    // allocates and frees enough to slow whatever follows it for a while.
+    for round in 0..rounds {
+        for (c, case) in cases.iter().enumerate() {
+            let started = Instant::now();
+            commit(case, &format!("bench-{round}")).await;
+            times[c][0].push(started.elapsed());
+        }
+        for (c, case) in cases.iter().enumerate() {
+            let started = Instant::now();
+            let opened = case.warehouse.table("orders").await.unwrap();
+            let snap = opened.latest().await.unwrap();
+            assert_eq!(snap.partition(case.last).await.unwrap().unwrap().rows, 10);
+            times[c][1].push(started.elapsed());
+        }
+    }
+    for _ in 0..rounds {
+        for (c, case) in cases.iter().enumerate() {
+            let started = Instant::now();
+            let from = case.last - chrono::Days::new(364);
+            let status =
+                logbook::lifecycle::status(&case.warehouse, "orders", Some(from), case.last)
+                    .await
+                    .unwrap();
+            assert_eq!(status.dates.len(), 365);
+            times[c][2].push(started.elapsed());
+        }
+    }
+    println!("| table | commit | ratio | open | ratio | status of 365 dates | ratio |");
+    println!("|---|---|---|---|---|---|---|");
+    let base: Vec<Duration> = (0..3).map(|m| median(&times[0][m])).collect();
+    for (c, case) in cases.iter().enumerate() {
+        let mut row = format!("| {} |", case.label);
+        for m in 0..3 {
+            let t = median(&times[c][m]);
+            let ratio = t.as_secs_f64() / base[m].as_secs_f64();
+            row += &format!(" {:.2} ms | {ratio:.2} |", t.as_secs_f64() * 1e3);
+        }
+        println!("{row}");
+    }
+}
+
+async fn case(format: u32, partitions: u64, commits: u64, last: NaiveDate, latency: u64) -> Case {
+    let wait = Duration::from_millis(latency);
+    let config = ThrottleConfig {
+        wait_delete_per_call: wait,
+        wait_get_per_call: wait,
+        wait_list_per_call: wait,
+        wait_list_with_delimiter_per_call: wait,
+        wait_put_per_call: wait,
+        ..Default::default()
+    };
+    let store = Arc::new(ThrottledStore::new(InMemory::new(), config));
+    let root = StorageLocation::from_store(store, "wh", "memory://wh");
+    let location = root.child("orders").unwrap();
+    let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
+    let spec = Synthetic {
+        format,
+        first: last - chrono::Days::new(partitions - 1),
+        partitions,
+        commits,
+        rows_per_partition: 10,
+        schedule_start: Some(last - chrono::Days::new(364)),
+    };
+    generate(&location, schema, &spec).await;
+    let warehouse = Warehouse::new(root, TableOptions::default());
+    let table = warehouse.table("orders").await.unwrap();
+    Case {
+        label: format!("format {format}, {commits} commits, {partitions} partitions"),
+        warehouse,
+        table,
+        last,
+    }
+}
+
+/// Replace the case's last date with 10 rows as run `run`.
+async fn commit(case: &Case, run: &str) {
+    let mut w = case
+        .table
+        .replace_partition(case.last, RunInfo::new(run))
+        .await
+        .unwrap();
+    w.write(&batch(case.last)).await.unwrap();
+    w.commit().await.unwrap();
+}
+
+fn batch(date: NaiveDate) -> RecordBatch {
+    let days = (date - NaiveDate::from_ymd_opt(1970, 1, 1).unwrap()).num_days() as i32;
+    let schema = TableSchema::parse_spec("orders", SPEC, "date")
+        .unwrap()
+        .arrow_schema();
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Date32Array::from(vec![days; 10])),
+            Arc::new(Int64Array::from_iter_values(0..10)),
+            Arc::new(StringArray::from_iter_values(
+                (0..10).map(|i| format!("n{i}")),
+            )),
+        ],
+    )
+    .unwrap()
+}
+
+fn median(times: &[Duration]) -> Duration {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    sorted[sorted.len() / 2]
+}
