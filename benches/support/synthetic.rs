@@ -126,6 +126,7 @@ pub async fn generate(location: &StorageLocation, schema: TableSchema, spec: &Sy
             ..Default::default()
         },
         retained_from: 0,
+        code_version: None,
     };
     let (empty_root, root) = (
         format!("{manifests}/empty.json"),

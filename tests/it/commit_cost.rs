@@ -202,3 +202,39 @@ async fn status_costs_the_same_at_dimension_history_10_and_300() {
     let at_300 = status_ops(300).await;
     assert_eq!(at_10, at_300);
 }
+
+/// Store operations of `status` over the last 30 of `partitions` generated
+/// dates (format 2, the schedule starting at the first; without one, the
+/// first partition's span and month are read too).
+async fn generated_status_ops(partitions: u64) -> BTreeMap<&'static str, usize> {
+    let store = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
+    let root = StorageLocation::from_store(store.clone(), "wh", "memory://wh");
+    let last = date("2026-06-15");
+    let spec = crate::synthetic::Synthetic {
+        format: 2,
+        first: last - chrono::Days::new(partitions - 1),
+        partitions,
+        commits: partitions + 1,
+        rows_per_partition: 10,
+        schedule_start: Some(last - chrono::Days::new(partitions - 1)),
+    };
+    let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
+    crate::synthetic::generate(&root.child("orders").unwrap(), schema, &spec).await;
+    let wh = logbook::Warehouse::new(root, options());
+    store.take();
+    let from = last - chrono::Days::new(29);
+    let s = logbook::lifecycle::status(&wh, "orders", Some(from), last)
+        .await
+        .unwrap();
+    assert_eq!(s.count(logbook::lifecycle::PartitionState::Complete), 30);
+    store.take()
+}
+
+/// `status` of a range reads the manifests of that range, not of the
+/// whole table: 100 and 100,000 partitions cost the same.
+#[tokio::test]
+async fn status_of_30_dates_costs_the_same_at_100_and_100_000_partitions() {
+    let at_100 = generated_status_ops(100).await;
+    let at_100k = generated_status_ops(100_000).await;
+    assert_eq!(at_100, at_100k);
+}

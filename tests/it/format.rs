@@ -230,3 +230,52 @@ async fn a_new_table_lists_spans_and_reads_across_them() {
     assert!(snap.partition(date("2031-06-01")).await.unwrap().is_none());
     assert_eq!(snap.totals(), (15, 5));
 }
+
+/// Every date's state and reasons, as `status` gives them.
+async fn states(wh: &Warehouse, table: &str) -> Vec<String> {
+    let s = logbook::lifecycle::status(wh, table, None, date("2026-03-16"))
+        .await
+        .unwrap();
+    s.dates
+        .iter()
+        .map(|d| format!("{} {:?} {:?}", d.date, d.state, d.reasons))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_current_code_version_survives_the_move_to_format_2() {
+    let (_dir, wh) = fixture();
+    let orders = wh.table("orders").await.unwrap();
+    let batches = orders
+        .latest()
+        .await
+        .unwrap()
+        .read_partition(date("2026-03-16"))
+        .await
+        .unwrap();
+    let run = RunInfo {
+        code_version: Some("v2".into()),
+        ..RunInfo::new("coded")
+    };
+    let mut w = orders.replace_partition(date("2026-03-16"), run).await.unwrap();
+    w.write(&batches[0]).await.unwrap();
+    w.commit().await.unwrap();
+    let before = states(&wh, "orders").await;
+    assert!(before[1].contains("Code"), "{before:?}");
+    let change = PropertiesChange {
+        format: Some(2),
+        ..Default::default()
+    };
+    orders.alter(change).await.unwrap();
+    assert_eq!(states(&wh, "orders").await, before);
+    assert_eq!(
+        orders.latest().await.unwrap().current_code().await.unwrap().as_deref(),
+        Some("v2")
+    );
+    // A write that records no code version leaves the current one.
+    rewrite(&orders, date("2026-03-15"), "no-code").await;
+    assert_eq!(
+        orders.latest().await.unwrap().current_code().await.unwrap().as_deref(),
+        Some("v2")
+    );
+}

@@ -264,7 +264,7 @@ bad!(
         let f = file_ending(&w.wh.join("orders/_logbook/log"), ".json");
         let text = std::fs::read_to_string(&f)
             .unwrap()
-            .replace("\"format\":1", "\"format\":99");
+            .replace("\"format\":2", "\"format\":99");
         std::fs::write(&f, text).unwrap();
         v(&["partitions", "orders"])
     },

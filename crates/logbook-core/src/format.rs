@@ -285,6 +285,11 @@ pub struct RootManifest {
     /// The oldest version time travel may read (moved forward by expiry).
     #[serde(default)]
     pub retained_from: u64,
+    /// Format 2: the code version of the newest commit that wrote
+    /// partitions recording one (the largest, when one commit wrote
+    /// several): what `status` judges a partition's code version against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_version: Option<String>,
 }
 
 /// What a table declares about its schedule, used to compute partition states.

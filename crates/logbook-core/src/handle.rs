@@ -198,6 +198,24 @@ impl TableInner {
             .map_err(|e| Error::storage(prefix, e))
     }
 
+    /// The objects under `prefix` whose path sorts after `offset` (both
+    /// relative to the table root), in one listing.
+    pub(crate) async fn list_after(
+        &self,
+        prefix: &str,
+        offset: &str,
+    ) -> Result<Vec<object_store::ObjectMeta>> {
+        self.location
+            .store()
+            .list_with_offset(
+                Some(&self.location.path(prefix)),
+                &self.location.path(offset),
+            )
+            .try_collect()
+            .await
+            .map_err(|e| Error::storage(prefix, e))
+    }
+
     /// Every JSON object under `prefix`, listed once and read 16 at a time,
     /// with its relative path and modification time (ms). An object deleted
     /// between the listing and its read is left out (markers and stage

@@ -104,22 +104,78 @@ impl Snapshot {
     /// Every month holding a partition, sorted (in format 2, each span's
     /// manifest read once per handle).
     pub(crate) async fn month_refs(&self) -> Result<Vec<MonthRef>> {
-        if self.root.spans.is_empty() {
-            return Ok(self.root.months.clone());
-        }
-        let paths: Vec<String> = self.root.spans.iter().map(|s| s.path.clone()).collect();
-        let spans: Vec<Arc<SpanManifest>> = futures::stream::iter(paths)
-            .map(|path| {
-                let table = self.table.clone();
-                async move { table.span(&path).await }
-            })
-            .buffered(16)
-            .try_collect()
-            .await?;
-        Ok(spans
-            .iter()
-            .flat_map(|s| s.months.iter().cloned())
+        self.month_refs_between(None, None).await
+    }
+
+    /// The months holding a partition from `from` to `to` (inclusive;
+    /// `None`: unbounded), sorted. In format 2 only the spans overlapping
+    /// the range are read.
+    async fn month_refs_between(
+        &self,
+        from: Option<NaiveDate>,
+        to: Option<NaiveDate>,
+    ) -> Result<Vec<MonthRef>> {
+        // Keys are zero-padded years and months: text order is time order.
+        let within = |key: &str, lo: &Option<String>, hi: &Option<String>| {
+            lo.as_deref().is_none_or(|lo| key >= lo) && hi.as_deref().is_none_or(|hi| key <= hi)
+        };
+        let (first, last) = (from.map(month_key), to.map(month_key));
+        let months: Vec<MonthRef> = if self.root.spans.is_empty() {
+            self.root.months.clone()
+        } else {
+            let (lo, hi) = (from.map(span_key), to.map(span_key));
+            let paths: Vec<String> = self
+                .root
+                .spans
+                .iter()
+                .filter(|s| within(&s.span, &lo, &hi))
+                .map(|s| s.path.clone())
+                .collect();
+            let spans: Vec<Arc<SpanManifest>> = futures::stream::iter(paths)
+                .map(|path| {
+                    let table = self.table.clone();
+                    async move { table.span(&path).await }
+                })
+                .buffered(16)
+                .try_collect()
+                .await?;
+            spans
+                .iter()
+                .flat_map(|s| s.months.iter().cloned())
+                .collect()
+        };
+        Ok(months
+            .into_iter()
+            .filter(|m| within(&m.month, &first, &last))
             .collect())
+    }
+
+    /// The code version of the newest partition write that recorded one:
+    /// kept in the root from format 2; in format 1, found among every
+    /// partition (the newest partition with a code version).
+    pub async fn current_code(&self) -> Result<Option<String>> {
+        if self.root.format >= crate::format::FORMAT_SPANS {
+            return Ok(self.root.code_version.clone());
+        }
+        Ok(self
+            .partitions()
+            .await?
+            .into_iter()
+            .filter_map(|p| Some((p.version, p.run?.code_version?)))
+            .max()
+            .map(|(_, code)| code))
+    }
+
+    /// The date of the first partition, reading only its span and month.
+    pub async fn first_date(&self) -> Result<Option<NaiveDate>> {
+        let first = match self.root.spans.first() {
+            None => self.root.months.first().cloned(),
+            Some(s) => self.table.span(&s.path).await?.months.first().cloned(),
+        };
+        Ok(match first {
+            Some(m) => self.month_at(&m).await?.partitions.first().map(|p| p.date),
+            None => None,
+        })
     }
 
     /// The manifest of `date`'s month, if any partition of it exists.
@@ -152,8 +208,26 @@ impl Snapshot {
 
     /// Every partition, sorted by date.
     pub async fn partitions(&self) -> Result<Vec<PartitionEntry>> {
+        self.partitions_in(None, None).await
+    }
+
+    /// The partitions from `from` to `to` (inclusive), sorted by date,
+    /// reading only the manifests of that range.
+    pub async fn partitions_between(
+        &self,
+        from: NaiveDate,
+        to: NaiveDate,
+    ) -> Result<Vec<PartitionEntry>> {
+        self.partitions_in(Some(from), Some(to)).await
+    }
+
+    async fn partitions_in(
+        &self,
+        from: Option<NaiveDate>,
+        to: Option<NaiveDate>,
+    ) -> Result<Vec<PartitionEntry>> {
         let paths: Vec<String> = self
-            .month_refs()
+            .month_refs_between(from, to)
             .await?
             .into_iter()
             .map(|m| m.path)
@@ -166,9 +240,10 @@ impl Snapshot {
             .buffered(16)
             .try_collect()
             .await?;
+        let within = |d: NaiveDate| from.is_none_or(|f| d >= f) && to.is_none_or(|t| d <= t);
         Ok(months
             .iter()
-            .flat_map(|m| m.partitions.iter().cloned())
+            .flat_map(|m| m.partitions.iter().filter(|p| within(p.date)).cloned())
             .collect())
     }
 

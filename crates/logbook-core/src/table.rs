@@ -95,6 +95,7 @@ impl Table {
             dimension: None,
             properties,
             retained_from: 0,
+            code_version: None,
         };
         let manifest = layout::root_manifest(commit_id);
         inner.put_json(&manifest, &root).await?;

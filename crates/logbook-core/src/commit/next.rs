@@ -16,7 +16,7 @@ use super::spans::{self, Index};
 use crate::error::Result;
 use crate::format::{
     layout, month_key, DimensionFiles, LogEntry, MonthManifest, MonthRef, PartitionEntry,
-    RootManifest, RunRef, RUN_RETRY_WINDOW,
+    RootManifest, RunRef, FORMAT_SPANS, RUN_RETRY_WINDOW,
 };
 use crate::handle::TableInner;
 use crate::snapshot::Snapshot;
@@ -43,7 +43,8 @@ pub(super) async fn build(
     let (changed, replaced, mut writes) = months(table, head, pending, next, cache).await?;
     let index = spans::index(table, head, format, changed, next, cache).await?;
     writes.extend(index.writes.iter().cloned());
-    let root = root(table, head, &pending.change, format, index, next.version)?;
+    let mut root = root(table, head, &pending.change, format, index, next.version)?;
+    root.code_version = code_version(head, pending, format).await?;
     let root_path = layout::root_manifest(next.attempt_id);
     writes.push((root_path.clone(), table.encode(&root)?));
     futures::future::try_join_all(
@@ -63,6 +64,29 @@ fn format(head: &Snapshot, change: &Change) -> u32 {
     match change {
         Change::Properties(p) => p.format.map_or(at_head, |f| f.max(at_head)),
         _ => at_head,
+    }
+}
+
+/// What the next root (format 2) records as the newest code version: the
+/// largest this commit's new partitions record, else the head's.
+async fn code_version(
+    head: &Snapshot,
+    pending: &PendingCommit,
+    format: u32,
+) -> Result<Option<String>> {
+    if format < FORMAT_SPANS {
+        return Ok(None);
+    }
+    let written = pending
+        .change
+        .partitions()
+        .iter()
+        .filter(|c| c.rewrite_of.is_none())
+        .filter_map(|c| c.run.as_ref().unwrap_or(&pending.run).code_version.clone())
+        .max();
+    match written {
+        Some(code) => Ok(Some(code)),
+        None => head.current_code().await,
     }
 }
 
@@ -178,6 +202,7 @@ fn root(
         dimension: at_head.dimension.clone(),
         properties: at_head.properties.clone(),
         retained_from: at_head.retained_from,
+        code_version: None,
     };
     match change {
         Change::Dimension(d) => {

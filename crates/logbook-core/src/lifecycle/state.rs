@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::format::{DateRange, DimensionMode, InputRead, Operation, PartitionEntry};
 use crate::intent::{self, RunMarker};
-use crate::lifecycle::check::{check, CheckDepth, Problem};
+use crate::lifecycle::check::{check, partition_listing_problems, CheckDepth, Problem};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 use crate::warehouse::Warehouse;
@@ -265,17 +265,12 @@ pub async fn status(
 ) -> Result<TableStatus> {
     let handle = warehouse.table(table).await?;
     let snap = handle.latest().await?;
-    let parts: BTreeMap<NaiveDate, PartitionEntry> = snap
-        .partitions()
-        .await?
-        .into_iter()
-        .map(|p| (p.date, p))
-        .collect();
     let props = snap.properties().clone();
-    let Some(start) = props
-        .schedule_start
-        .or_else(|| parts.keys().next().copied())
-    else {
+    let first = match props.schedule_start {
+        Some(start) => Some(start),
+        None => snap.first_date().await?,
+    };
+    let Some(start) = first else {
         return Ok(TableStatus {
             table: table.to_string(),
             version: snap.version(),
@@ -283,9 +278,25 @@ pub async fn status(
             dates: vec![],
         });
     };
-    let report = check(&handle, &snap, CheckDepth::Listing).await?;
+    // Only the dates shown are read, except in a chain, whose states carry
+    // from its first date on.
+    let begin = match from {
+        Some(from) if !props.depends_on_previous => from.max(start),
+        _ => start,
+    };
+    let parts: BTreeMap<NaiveDate, PartitionEntry> = snap
+        .partitions_between(begin, to)
+        .await?
+        .into_iter()
+        .map(|p| (p.date, p))
+        .collect();
+    let listed: Vec<PartitionEntry> = parts.values().cloned().collect();
+    let found = match snap.schema().partition_column() {
+        Some(column) => partition_listing_problems(&handle, &listed, column).await?,
+        None => check(&handle, &snap, CheckDepth::Listing).await?.problems,
+    };
     let mut problems: BTreeMap<NaiveDate, Vec<Problem>> = BTreeMap::new();
-    for p in report.problems {
+    for p in found {
         if let Some(d) = p.date {
             problems.entry(d).or_default().push(p);
         }
@@ -304,18 +315,15 @@ pub async fn status(
             .or_default()
             .push(RunningWrite { marker, abandoned });
     }
-    let current_code = parts
-        .values()
-        .filter_map(|p| {
-            let code = p.run.as_ref()?.code_version.as_ref()?;
-            Some((p.version, code.clone()))
-        })
-        .max()
-        .map(|(_, c)| c);
-    let mut inputs = Inputs::new(warehouse, first_dimension_reads(parts.values()));
+    let current_code = snap.current_code().await?;
+    let mut inputs = Inputs::new(
+        warehouse,
+        first_dimension_reads(parts.values()),
+        input_ranges(parts.values()),
+    );
     let mut dates = Vec::new();
     let mut previous: Option<(PartitionState, Option<u64>)> = None;
-    let mut date = start;
+    let mut date = begin;
     while date <= to {
         let mut status = DateStatus {
             date,
@@ -417,6 +425,49 @@ fn first_dimension_reads<'p>(
     first
 }
 
+/// Per partitioned input: the dates `parts` read or asked for, as one
+/// range (`None`: unbounded, a filter open at one end). Only partitions
+/// there can make a read stale, so `status` reads the input's manifests of
+/// that range, not the whole table.
+fn input_ranges<'p>(
+    parts: impl Iterator<Item = &'p PartitionEntry>,
+) -> HashMap<String, Option<(NaiveDate, NaiveDate)>> {
+    let mut ranges: HashMap<String, Option<(NaiveDate, NaiveDate)>> = HashMap::new();
+    let reads = parts
+        .filter_map(|p| p.run.as_ref())
+        .flat_map(|run| &run.inputs)
+        .filter(|input| !input.dimension);
+    for input in reads {
+        let mut covered: Vec<Option<(NaiveDate, NaiveDate)>> = input
+            .dates
+            .iter()
+            .flatten()
+            .map(|d| Some((*d, *d)))
+            .collect();
+        for span in &input.asked {
+            covered.push(match (&span.only, span.from, span.to) {
+                (Some(only), _, _) => only
+                    .iter()
+                    .min()
+                    .zip(only.iter().max())
+                    .map(|(a, b)| (*a, *b)),
+                (None, Some(from), Some(to)) => Some((from, to)),
+                _ => None,
+            });
+        }
+        let range = ranges
+            .entry(input.table.clone())
+            .or_insert(covered.first().copied().flatten());
+        for c in covered {
+            *range = match (*range, c) {
+                (Some((a, b)), Some((c, d))) => Some((a.min(c), b.max(d))),
+                _ => None,
+            };
+        }
+    }
+    ranges
+}
+
 /// The other tables a partition read, opened once per status computation.
 struct Inputs<'a> {
     warehouse: &'a Warehouse,
@@ -425,15 +476,22 @@ struct Inputs<'a> {
     snapshots: HashMap<String, Option<Snapshot>>,
     /// Per dimension: its data-changing commits (version, affected range).
     changes: HashMap<String, Vec<(u64, Option<DateRange>)>>,
-    /// Per partitioned input: every partition's version now.
+    /// Per partitioned input: the range of dates read (see [`input_ranges`]).
+    ranges: HashMap<String, Option<(NaiveDate, NaiveDate)>>,
+    /// Per partitioned input: the version now of every partition in range.
     versions: HashMap<String, BTreeMap<NaiveDate, u64>>,
 }
 
 impl<'a> Inputs<'a> {
-    fn new(warehouse: &'a Warehouse, first_reads: HashMap<String, u64>) -> Self {
+    fn new(
+        warehouse: &'a Warehouse,
+        first_reads: HashMap<String, u64>,
+        ranges: HashMap<String, Option<(NaiveDate, NaiveDate)>>,
+    ) -> Self {
         Self {
             warehouse,
             first_reads,
+            ranges,
             snapshots: HashMap::new(),
             changes: HashMap::new(),
             versions: HashMap::new(),
@@ -484,16 +542,18 @@ impl<'a> Inputs<'a> {
         Ok(snap)
     }
 
-    /// The versions of every partition of `table` now (cached).
+    /// The versions now of `table`'s partitions in the range read (cached).
     async fn partition_versions(&mut self, table: &str) -> Result<&BTreeMap<NaiveDate, u64>> {
         if !self.versions.contains_key(table) {
+            let range = self.ranges.get(table).copied().flatten();
             let versions = match self.snapshot(table).await? {
-                Some(snap) => snap
-                    .partitions()
-                    .await?
-                    .into_iter()
-                    .map(|p| (p.date, p.version))
-                    .collect(),
+                Some(snap) => match range {
+                    Some((from, to)) => snap.partitions_between(from, to).await?,
+                    None => snap.partitions().await?,
+                }
+                .into_iter()
+                .map(|p| (p.date, p.version))
+                .collect(),
                 None => BTreeMap::new(),
             };
             self.versions.insert(table.to_string(), versions);
