@@ -257,7 +257,10 @@ async fn the_current_code_version_survives_the_move_to_format_2() {
         code_version: Some("v2".into()),
         ..RunInfo::new("coded")
     };
-    let mut w = orders.replace_partition(date("2026-03-16"), run).await.unwrap();
+    let mut w = orders
+        .replace_partition(date("2026-03-16"), run)
+        .await
+        .unwrap();
     w.write(&batches[0]).await.unwrap();
     w.commit().await.unwrap();
     let before = states(&wh, "orders").await;
@@ -269,13 +272,27 @@ async fn the_current_code_version_survives_the_move_to_format_2() {
     orders.alter(change).await.unwrap();
     assert_eq!(states(&wh, "orders").await, before);
     assert_eq!(
-        orders.latest().await.unwrap().current_code().await.unwrap().as_deref(),
+        orders
+            .latest()
+            .await
+            .unwrap()
+            .current_code()
+            .await
+            .unwrap()
+            .as_deref(),
         Some("v2")
     );
     // A write that records no code version leaves the current one.
     rewrite(&orders, date("2026-03-15"), "no-code").await;
     assert_eq!(
-        orders.latest().await.unwrap().current_code().await.unwrap().as_deref(),
+        orders
+            .latest()
+            .await
+            .unwrap()
+            .current_code()
+            .await
+            .unwrap()
+            .as_deref(),
         Some("v2")
     );
 }

@@ -208,20 +208,12 @@ impl Snapshot {
 
     /// Every partition, sorted by date.
     pub async fn partitions(&self) -> Result<Vec<PartitionEntry>> {
-        self.partitions_in(None, None).await
+        self.partitions_between(None, None).await
     }
 
-    /// The partitions from `from` to `to` (inclusive), sorted by date,
-    /// reading only the manifests of that range.
+    /// The partitions from `from` to `to` (inclusive; `None`: open at that
+    /// end), sorted by date, reading only the manifests of that range.
     pub async fn partitions_between(
-        &self,
-        from: NaiveDate,
-        to: NaiveDate,
-    ) -> Result<Vec<PartitionEntry>> {
-        self.partitions_in(Some(from), Some(to)).await
-    }
-
-    async fn partitions_in(
         &self,
         from: Option<NaiveDate>,
         to: Option<NaiveDate>,

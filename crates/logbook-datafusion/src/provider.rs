@@ -158,8 +158,14 @@ impl TableProvider for LogbookTableProvider {
         let (groups, label, validity) = match self.schema.partition_column() {
             Some(column) => {
                 let bounds = DateBounds::from_filters(filters, column);
+                let span = bounds.span();
+                // Only the manifests of the dates the filters allow are read.
+                let (from, to) = match &span.only {
+                    Some(only) => (only.iter().min().copied(), only.iter().max().copied()),
+                    None => (span.from, span.to),
+                };
                 let parts: Vec<_> = snapshot
-                    .partitions()
+                    .partitions_between(from, to)
                     .await
                     .map_err(external)?
                     .into_iter()
@@ -168,7 +174,7 @@ impl TableProvider for LogbookTableProvider {
                 let dates: Vec<NaiveDate> = parts.iter().map(|p| p.date).collect();
                 if let Some(l) = &self.lineage {
                     let read = Read::Partitions {
-                        asked: bounds.span(),
+                        asked: span,
                         found: parts.iter().map(|p| (p.date, p.version)).collect(),
                     };
                     l.record(self.table.name(), snapshot.version(), read);

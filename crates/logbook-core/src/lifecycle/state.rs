@@ -285,7 +285,7 @@ pub async fn status(
         _ => start,
     };
     let parts: BTreeMap<NaiveDate, PartitionEntry> = snap
-        .partitions_between(begin, to)
+        .partitions_between(Some(begin), Some(to))
         .await?
         .into_iter()
         .map(|p| (p.date, p))
@@ -548,7 +548,7 @@ impl<'a> Inputs<'a> {
             let range = self.ranges.get(table).copied().flatten();
             let versions = match self.snapshot(table).await? {
                 Some(snap) => match range {
-                    Some((from, to)) => snap.partitions_between(from, to).await?,
+                    Some((from, to)) => snap.partitions_between(Some(from), Some(to)).await?,
                     None => snap.partitions().await?,
                 }
                 .into_iter()
