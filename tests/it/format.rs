@@ -296,3 +296,31 @@ async fn the_current_code_version_survives_the_move_to_format_2() {
         Some("v2")
     );
 }
+
+#[tokio::test]
+async fn a_dimension_moved_to_format_2_indexes_its_whole_log() {
+    let (_dir, wh) = fixture();
+    let before = states(&wh, "revenue").await;
+    assert!(before[0].contains("Dimension"), "{before:?}");
+    let customers = wh.table("customers").await.unwrap();
+    assert!(customers
+        .latest()
+        .await
+        .unwrap()
+        .dimension_changes()
+        .is_none());
+    let change = PropertiesChange {
+        format: Some(2),
+        ..Default::default()
+    };
+    customers.alter(change).await.unwrap();
+    let snap = customers.latest().await.unwrap();
+    let index = snap
+        .dimension_changes()
+        .expect("an index built from the log");
+    // The two loads: from 2026-01-01 (version 1), then from 2026-02-15 (2).
+    assert_eq!(index.latest_at(date("2026-02-01")).unwrap().0, 1);
+    assert_eq!(index.latest_at(date("2026-03-15")).unwrap().0, 2);
+    assert_eq!(index.latest_at(date("2025-12-31")), None);
+    assert_eq!(states(&wh, "revenue").await, before);
+}

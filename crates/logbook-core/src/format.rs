@@ -514,6 +514,11 @@ pub struct DimensionFiles {
     pub version: u64,
     pub rows: u64,
     pub files: Vec<DataFile>,
+    /// Format 2: the latest commit that changed the rows at each business
+    /// date (`None` in format 1, or once too long: see
+    /// [`crate::change_index`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<crate::change_index::ChangeIndex>,
 }
 
 /// A format 2 root's pointer to the manifest of one span of months.

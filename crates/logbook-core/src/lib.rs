@@ -14,6 +14,7 @@
 //! No query engine here: `logbook-datafusion` builds on this crate.
 
 pub mod answers;
+pub mod change_index;
 pub mod clock;
 mod commit;
 pub mod dates;

@@ -288,6 +288,11 @@ impl Snapshot {
         self.root.dimension.as_ref().map(|d| d.version)
     }
 
+    /// A dimension's change index (format 2; see [`crate::change_index`]).
+    pub fn dimension_changes(&self) -> Option<&crate::change_index::ChangeIndex> {
+        self.root.dimension.as_ref()?.changes.as_ref()
+    }
+
     /// Stream every row of a dimension (all intervals).
     pub async fn scan_dimension(&self) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         Ok(read_files(

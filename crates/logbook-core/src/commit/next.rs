@@ -11,12 +11,15 @@ use bytes::Bytes;
 use chrono::NaiveDate;
 use uuid::Uuid;
 
+use futures::TryStreamExt;
+
 use super::change::{Change, PartitionChange, PendingCommit};
 use super::spans::{self, Index};
+use crate::change_index::ChangeIndex;
 use crate::error::Result;
 use crate::format::{
-    layout, month_key, DimensionFiles, LogEntry, MonthManifest, MonthRef, PartitionEntry,
-    RootManifest, RunRef, FORMAT_SPANS, RUN_RETRY_WINDOW,
+    layout, month_key, DateRange, DimensionFiles, LogEntry, MonthManifest, MonthRef, Operation,
+    PartitionEntry, RootManifest, RunRef, FORMAT_SPANS, RUN_RETRY_WINDOW,
 };
 use crate::handle::TableInner;
 use crate::snapshot::Snapshot;
@@ -45,6 +48,11 @@ pub(super) async fn build(
     writes.extend(index.writes.iter().cloned());
     let mut root = root(table, head, &pending.change, format, index, next.version)?;
     root.code_version = code_version(head, pending, format).await?;
+    if format >= FORMAT_SPANS && head.root().format < FORMAT_SPANS {
+        if let Some(dimension) = root.dimension.as_mut() {
+            dimension.changes = changes_in_log(table, head).await?;
+        }
+    }
     let root_path = layout::root_manifest(next.attempt_id);
     writes.push((root_path.clone(), table.encode(&root)?));
     futures::future::try_join_all(
@@ -88,6 +96,40 @@ async fn code_version(
         Some(code) => Ok(Some(code)),
         None => head.current_code().await,
     }
+}
+
+/// A dimension's change index after the commit of `version` changed the
+/// rows in `affected` (format 2; a head without one keeps none).
+fn next_changes(
+    head: &Snapshot,
+    format: u32,
+    affected: Option<DateRange>,
+    version: u64,
+) -> Option<ChangeIndex> {
+    if format < FORMAT_SPANS {
+        return None;
+    }
+    let at_head = match &head.root().dimension {
+        None => Some(ChangeIndex::default()),
+        Some(d) => d.changes.clone(),
+    };
+    match affected {
+        Some(range) => at_head?.with_change(version, range),
+        None => at_head,
+    }
+}
+
+/// The change index of a dimension moving up from format 1: every
+/// dimension commit in its log, once.
+async fn changes_in_log(table: &TableInner, head: &Snapshot) -> Result<Option<ChangeIndex>> {
+    let entries: Vec<LogEntry> = table.entries(1..=head.version()).try_collect().await?;
+    let mut index = Some(ChangeIndex::default());
+    for e in entries {
+        if let (Operation::ApplyDimension, Some(range)) = (e.operation, e.affected) {
+            index = index.and_then(|i| i.with_change(e.version, range));
+        }
+    }
+    Ok(index)
 }
 
 /// The month manifests the change touches (each under this attempt's id,
@@ -210,6 +252,7 @@ fn root(
                 version,
                 rows: d.rows,
                 files: d.files.clone(),
+                changes: next_changes(head, format, d.affected, version),
             })
         }
         Change::Schema(s) => root.schema = head.schema().evolve(&table.name, s)?,

@@ -610,15 +610,6 @@ impl<'a> Inputs<'a> {
         mode: DimensionMode,
         date: NaiveDate,
     ) -> Result<Option<StaleReason>> {
-        if !self.changes.contains_key(&input.table) {
-            let after = self.first_reads.get(&input.table).copied().unwrap_or(0);
-            let changes = match self.warehouse.table(&input.table).await {
-                Ok(t) => dimension_changes(&t, after).await?,
-                Err(e) if e.kind() == crate::ErrorKind::NotFound => vec![],
-                Err(e) => return Err(e),
-            };
-            self.changes.insert(input.table.clone(), changes);
-        }
         // Runs recorded before the read date was kept read at their
         // logical date (as-of) or today's rows (current).
         let legacy = input.as_of.is_empty() && !input.undated;
@@ -628,18 +619,42 @@ impl<'a> Inputs<'a> {
         } else {
             &input.as_of
         };
+        let reason = |(changed_at, affected): (u64, DateRange)| StaleReason::Dimension {
+            table: input.table.clone(),
+            mode,
+            read_version: input.version,
+            changed_at,
+            affected: Some(affected),
+        };
+        // Format 2: the latest change at each date, from the dimension's root.
+        let snapshot = self.snapshot(&input.table).await?;
+        if let Some(index) = snapshot.as_ref().and_then(|s| s.dimension_changes()) {
+            let hit = if undated {
+                index.latest()
+            } else {
+                dated
+                    .iter()
+                    .filter_map(|d| index.latest_at(*d))
+                    .filter(|(v, _)| *v > input.version)
+                    .min_by_key(|(v, _)| *v)
+            };
+            return Ok(hit.filter(|(v, _)| *v > input.version).map(reason));
+        }
+        if !self.changes.contains_key(&input.table) {
+            let after = self.first_reads.get(&input.table).copied().unwrap_or(0);
+            let changes = match self.warehouse.table(&input.table).await {
+                Ok(t) => dimension_changes(&t, after).await?,
+                Err(e) if e.kind() == crate::ErrorKind::NotFound => vec![],
+                Err(e) => return Err(e),
+            };
+            self.changes.insert(input.table.clone(), changes);
+        }
         let changes = &self.changes[&input.table];
         let hit = changes.iter().find(|(v, affected)| {
             *v > input.version
                 && affected.is_some_and(|range| undated || dated.iter().any(|d| range.contains(*d)))
         });
-        Ok(hit.map(|(v, affected)| StaleReason::Dimension {
-            table: input.table.clone(),
-            mode,
-            read_version: input.version,
-            changed_at: *v,
-            affected: *affected,
-        }))
+        Ok(hit.and_then(|(v, affected)| affected.map(|a| reason((*v, a)))))
     }
 }
 
