@@ -2,10 +2,12 @@
 //! of 10 commits and 10 partitions, 365 and 365 (a year: what status of a
 //! year reads at least), and 1,000,000 commits and 100,000 partitions (274
 //! years of days), in format 2 and, for comparison, format 1. `plan` is
-//! computed from a status, so it costs what status does.
+//! computed from a status, so it costs what status does. Then `status` of
+//! 365 dates whose runs read a dimension with 10 and with 10,000 commits of
+//! history (real commits, spread over the year).
 //!
 //! ```text
-//! cargo run --release --example scale -- [ROUNDS] [LATENCY_MS] [COMMITS]
+//! cargo run --release --example scale -- [ROUNDS] [LATENCY_MS] [COMMITS] [DIMENSION_HISTORY]
 //! ```
 //!
 //! Tables are generated straight into the format (`support/synthetic.rs`),
@@ -29,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{Date32Array, Int64Array, RecordBatch, StringArray};
 use chrono::NaiveDate;
+use logbook::format::InputRead;
 use logbook::{RunInfo, StorageLocation, Table, TableOptions, TableSchema, Warehouse};
 use object_store::memory::InMemory;
 use object_store::throttle::{ThrottleConfig, ThrottledStore};
@@ -51,6 +54,7 @@ async fn main() {
             .map_or(default, |s| s.parse().expect("a number"))
     };
     let (rounds, latency, commits) = (arg(0, 10), arg(1, 0), arg(2, 1_000_000));
+    let dimension_history = arg(3, 10_000);
     let last = NaiveDate::from_ymd_opt(2026, 6, 15).unwrap();
     let mut cases = Vec::new();
     let sizes = [
@@ -72,7 +76,7 @@ async fn main() {
     for case in &cases {
         commit(case, "warm-up").await;
     }
-    let mut times: Vec<[Vec<Duration>; 3]> = cases.iter().map(|_| Default::default()).collect();
+    let mut times: Vec<[Vec<Duration>; 2]> = cases.iter().map(|_| Default::default()).collect();
     // Commits and opens first, then status: status on a large table
     // allocates and frees enough to slow whatever follows it for a while.
     for round in 0..rounds {
@@ -89,9 +93,163 @@ async fn main() {
             times[c][1].push(started.elapsed());
         }
     }
-    // Each status twice in a row, the second timed: the first after
-    // another case's pays for what that one left (measured: 0.2 ms alone,
-    // 7 ms right after a format 1 status on 100,000 partitions).
+    let status = status_times(&cases, rounds).await;
+    println!("| table | commit | ratio to 10/10 | open | ratio to 10/10 | status of 365 dates | ratio to 365/365 |");
+    println!("|---|---|---|---|---|---|---|");
+    // Commit and open against the smallest table, status against a year.
+    let medians: Vec<[Duration; 3]> = (0..cases.len())
+        .map(|c| [median(&times[c][0]), median(&times[c][1]), status[c]])
+        .collect();
+    let base = [medians[0][0], medians[0][1], medians[1][2]];
+    for (c, case) in cases.iter().enumerate() {
+        let mut row = format!("| {} |", case.label);
+        for m in 0..3 {
+            row += &cell(medians[c][m], base[m]);
+        }
+        println!("{row}");
+    }
+    drop(cases);
+
+    let mut cases = Vec::new();
+    for history in [10, dimension_history] {
+        let started = Instant::now();
+        cases.push(dimension_case(history, last, latency).await);
+        eprintln!(
+            "built {} in {:?}",
+            cases.last().unwrap().label,
+            started.elapsed()
+        );
+    }
+    let status = status_times(&cases, rounds).await;
+    println!();
+    println!("| table | status of 365 dates reading the dimension | ratio to history 10 |");
+    println!("|---|---|---|");
+    for (c, case) in cases.iter().enumerate() {
+        println!("| {} |{}", case.label, cell(status[c], status[0]));
+    }
+}
+
+/// ` t ms | ratio |`
+fn cell(t: Duration, base: Duration) -> String {
+    let ratio = t.as_secs_f64() / base.as_secs_f64();
+    format!(" {:.2} ms | {ratio:.2} |", t.as_secs_f64() * 1e3)
+}
+
+/// A `memory://` store that sleeps `latency` ms before every call once
+/// [`slow_down`] is called (tables are built at full speed first).
+fn store() -> Arc<ThrottledStore<InMemory>> {
+    Arc::new(ThrottledStore::new(
+        InMemory::new(),
+        ThrottleConfig::default(),
+    ))
+}
+
+fn slow_down(store: &ThrottledStore<InMemory>, latency: u64) {
+    let wait = Duration::from_millis(latency);
+    store.config_mut(|c| {
+        c.wait_delete_per_call = wait;
+        c.wait_get_per_call = wait;
+        c.wait_list_per_call = wait;
+        c.wait_list_with_delimiter_per_call = wait;
+        c.wait_put_per_call = wait;
+    });
+}
+
+async fn case(format: u32, partitions: u64, commits: u64, last: NaiveDate, latency: u64) -> Case {
+    let store = store();
+    let root = StorageLocation::from_store(store.clone(), "wh", "memory://wh");
+    let location = root.child("orders").unwrap();
+    let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
+    let spec = Synthetic {
+        format,
+        first: last - chrono::Days::new(partitions - 1),
+        partitions,
+        commits,
+        rows_per_partition: 10,
+        schedule_start: Some(last - chrono::Days::new(364)),
+        inputs: None,
+    };
+    generate(&location, schema, &spec).await;
+    slow_down(&store, latency);
+    let warehouse = Warehouse::new(root, TableOptions::default());
+    let table = warehouse.table("orders").await.unwrap();
+    Case {
+        label: format!("format {format}, {commits} commits, {partitions} partitions"),
+        warehouse,
+        table,
+        last,
+    }
+}
+
+/// A dimension `customers` with `history` real commits, each moving one
+/// customer from an effective date spread over the year up to `last`
+/// (open-ended, as SCD2 changes are), and `orders` with the year's 365
+/// dates generated, each run recording that it read `customers` as of its
+/// date at the version loaded by then (as a nightly job would have).
+async fn dimension_case(history: u64, last: NaiveDate, latency: u64) -> Case {
+    let store = store();
+    let root = StorageLocation::from_store(store.clone(), "wh", "memory://wh");
+    let warehouse = Warehouse::new(root.clone(), TableOptions::default());
+    let schema = TableSchema::parse_dimension_spec(
+        "customers",
+        "customer:string,region:string",
+        &["customer"],
+    )
+    .unwrap();
+    let customers = warehouse.create_table("customers", schema).await.unwrap();
+    let first = last - chrono::Days::new(364);
+    let mut loaded: Vec<(NaiveDate, u64)> = Vec::new();
+    for k in 0..history {
+        let effective = first + chrono::Days::new(k * 365 / history);
+        let region = if k % 2 == 0 { "north" } else { "south" };
+        let rows = RecordBatch::try_from_iter([
+            ("customer", Arc::new(StringArray::from(vec!["c-1"])) as _),
+            ("region", Arc::new(StringArray::from(vec![region])) as _),
+        ])
+        .unwrap();
+        let done = customers
+            .apply_changes(effective, &[rows], RunInfo::new(format!("load-{k}")))
+            .await
+            .unwrap();
+        loaded.push((effective, done.version));
+    }
+    let read_at = move |d: NaiveDate| {
+        let i = loaded.partition_point(|(e, _)| *e <= d).max(1);
+        vec![InputRead {
+            table: "customers".into(),
+            version: loaded[i - 1].1,
+            dimension: true,
+            as_of: vec![d],
+            ..Default::default()
+        }]
+    };
+    let spec = Synthetic {
+        format: 2,
+        first,
+        partitions: 365,
+        commits: 366,
+        rows_per_partition: 10,
+        schedule_start: Some(first),
+        inputs: Some(Arc::new(read_at)),
+    };
+    let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
+    generate(&root.child("orders").unwrap(), schema, &spec).await;
+    slow_down(&store, latency);
+    let table = warehouse.table("orders").await.unwrap();
+    Case {
+        label: format!("dimension history {history}"),
+        warehouse,
+        table,
+        last,
+    }
+}
+
+/// Median time of `status` of each case's last 365 dates over `rounds`,
+/// cases interleaved, each status run twice in a row and the second timed:
+/// the first after another case's pays for what that one left (measured:
+/// 0.2 ms alone, 7 ms right after a format 1 status on 100,000 partitions).
+async fn status_times(cases: &[Case], rounds: u64) -> Vec<Duration> {
+    let mut times: Vec<Vec<Duration>> = cases.iter().map(|_| Vec::new()).collect();
     for _ in 0..rounds {
         for (c, case) in cases.iter().enumerate() {
             let from = case.last - chrono::Days::new(364);
@@ -103,61 +261,12 @@ async fn main() {
                         .unwrap();
                 assert_eq!(status.dates.len(), 365);
                 if timed {
-                    times[c][2].push(started.elapsed());
+                    times[c].push(started.elapsed());
                 }
             }
         }
     }
-    println!("| table | commit | ratio to 10/10 | open | ratio to 10/10 | status of 365 dates | ratio to 365/365 |");
-    println!("|---|---|---|---|---|---|---|");
-    // Commit and open against the smallest table, status against a year.
-    let base: Vec<Duration> = [0, 0, 1]
-        .iter()
-        .enumerate()
-        .map(|(m, c)| median(&times[*c][m]))
-        .collect();
-    for (c, case) in cases.iter().enumerate() {
-        let mut row = format!("| {} |", case.label);
-        for m in 0..3 {
-            let t = median(&times[c][m]);
-            let ratio = t.as_secs_f64() / base[m].as_secs_f64();
-            row += &format!(" {:.2} ms | {ratio:.2} |", t.as_secs_f64() * 1e3);
-        }
-        println!("{row}");
-    }
-}
-
-async fn case(format: u32, partitions: u64, commits: u64, last: NaiveDate, latency: u64) -> Case {
-    let wait = Duration::from_millis(latency);
-    let config = ThrottleConfig {
-        wait_delete_per_call: wait,
-        wait_get_per_call: wait,
-        wait_list_per_call: wait,
-        wait_list_with_delimiter_per_call: wait,
-        wait_put_per_call: wait,
-        ..Default::default()
-    };
-    let store = Arc::new(ThrottledStore::new(InMemory::new(), config));
-    let root = StorageLocation::from_store(store, "wh", "memory://wh");
-    let location = root.child("orders").unwrap();
-    let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
-    let spec = Synthetic {
-        format,
-        first: last - chrono::Days::new(partitions - 1),
-        partitions,
-        commits,
-        rows_per_partition: 10,
-        schedule_start: Some(last - chrono::Days::new(364)),
-    };
-    generate(&location, schema, &spec).await;
-    let warehouse = Warehouse::new(root, TableOptions::default());
-    let table = warehouse.table("orders").await.unwrap();
-    Case {
-        label: format!("format {format}, {commits} commits, {partitions} partitions"),
-        warehouse,
-        table,
-        last,
-    }
+    times.iter().map(|t| median(t)).collect()
 }
 
 /// Replace the case's last date with 10 rows as run `run`.

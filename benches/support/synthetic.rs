@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use chrono::{Datelike, NaiveDate};
 use futures::StreamExt;
 use logbook::format::{
-    DataFile, LogEntry, MonthManifest, MonthRef, Operation, PartitionEntry, RootManifest, RunInfo,
-    SpanManifest, SpanRef, SPAN_YEARS,
+    DataFile, InputRead, LogEntry, MonthManifest, MonthRef, Operation, PartitionEntry,
+    RootManifest, RunInfo, SpanManifest, SpanRef, SPAN_YEARS,
 };
 use logbook::{StorageLocation, TableSchema};
 use object_store::{ObjectStoreExt, PutPayload};
@@ -36,7 +36,12 @@ pub struct Synthetic {
     pub rows_per_partition: u64,
     /// The table's declared schedule start, if any.
     pub schedule_start: Option<NaiveDate>,
+    /// What the run that wrote each date recorded reading (lineage).
+    pub inputs: Option<Inputs>,
 }
+
+/// The inputs a generated date's run read, by date.
+pub type Inputs = std::sync::Arc<dyn Fn(NaiveDate) -> Vec<InputRead> + Send + Sync>;
 
 /// Write a table of `schema` at `location` as `spec` says. `commits` must
 /// be at least 2 (the creation and one write per partition fold into the
@@ -70,7 +75,10 @@ pub async fn generate(location: &StorageLocation, schema: TableSchema, spec: &Sy
                     64 * spec.rows_per_partition,
                     spec.rows_per_partition,
                 )],
-                run: Some(RunInfo::new(format!("generated-{i}"))),
+                run: Some(RunInfo {
+                    inputs: spec.inputs.as_ref().map_or(Vec::new(), |f| f(date)),
+                    ..RunInfo::new(format!("generated-{i}"))
+                }),
                 schema_version: schema.version,
                 earlier_runs: Vec::new(),
             });

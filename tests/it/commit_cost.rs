@@ -96,6 +96,7 @@ async fn generated_ops(
         commits,
         rows_per_partition: 10,
         schedule_start: None,
+        inputs: None,
     };
     crate::synthetic::generate(&loc, schema, &spec).await;
     let t = Table::open(loc.clone(), "orders", options()).await.unwrap();
@@ -136,10 +137,10 @@ async fn commit_and_open_cost_the_same_at_10_and_100_000_partitions() {
     assert!(format_1 > 256 << 10, "format 1 put {format_1} bytes");
 }
 
-/// Store operations of `status` over 30 dates whose runs read `customers`
+/// Store operations and entries listed by `status` over 30 dates whose runs read `customers`
 /// at its latest version after `history` dimension commits, then `later`
 /// commits changing it from 2027 on (which leaves every date complete).
-async fn status_ops(history: u64, later: u64) -> BTreeMap<&'static str, usize> {
+async fn status_ops(history: u64, later: u64) -> (BTreeMap<&'static str, usize>, usize) {
     use logbook::format::InputRead;
     use logbook::{RunInfo, Warehouse};
     let store = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
@@ -199,11 +200,12 @@ async fn status_ops(history: u64, later: u64) -> BTreeMap<&'static str, usize> {
             .unwrap();
     }
     store.take();
+    store.take_listed();
     let s = logbook::lifecycle::status(&wh, "orders", None, first + chrono::Days::new(29))
         .await
         .unwrap();
     assert_eq!(s.count(logbook::lifecycle::PartitionState::Complete), 30);
-    store.take()
+    (store.take(), store.take_listed())
 }
 
 /// `status` reads a dimension's commits since the runs read it, not its
@@ -225,10 +227,10 @@ async fn status_costs_the_same_at_10_and_300_dimension_commits_since_the_reads()
     assert_eq!(after_10, after_300);
 }
 
-/// Store operations of `status` over the last 30 of `partitions` generated
+/// Store operations and entries listed by `status` over the last 30 of `partitions` generated
 /// dates (format 2, the schedule starting at the first; without one, the
 /// first partition's span and month are read too).
-async fn generated_status_ops(partitions: u64) -> BTreeMap<&'static str, usize> {
+async fn generated_status_ops(partitions: u64) -> (BTreeMap<&'static str, usize>, usize) {
     let store = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
     let root = StorageLocation::from_store(store.clone(), "wh", "memory://wh");
     let last = date("2026-06-15");
@@ -239,21 +241,24 @@ async fn generated_status_ops(partitions: u64) -> BTreeMap<&'static str, usize> 
         commits: partitions + 1,
         rows_per_partition: 10,
         schedule_start: Some(last - chrono::Days::new(partitions - 1)),
+        inputs: None,
     };
     let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
     crate::synthetic::generate(&root.child("orders").unwrap(), schema, &spec).await;
     let wh = logbook::Warehouse::new(root, options());
     store.take();
+    store.take_listed();
     let from = last - chrono::Days::new(29);
     let s = logbook::lifecycle::status(&wh, "orders", Some(from), last)
         .await
         .unwrap();
     assert_eq!(s.count(logbook::lifecycle::PartitionState::Complete), 30);
-    store.take()
+    (store.take(), store.take_listed())
 }
 
 /// `status` of a range reads the manifests of that range, not of the
-/// whole table: 100 and 100,000 partitions cost the same.
+/// whole table: 100 and 100,000 partitions cost the same, in calls and in
+/// entries listed (the listing starts at the range's first directory).
 #[tokio::test]
 async fn status_of_30_dates_costs_the_same_at_100_and_100_000_partitions() {
     let at_100 = generated_status_ops(100).await;

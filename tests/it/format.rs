@@ -84,8 +84,29 @@ async fn a_format_1_table_reads_and_its_status_is_unchanged() {
     let status = logbook::lifecycle::status(&wh, "revenue", None, date("2026-03-16"))
         .await
         .unwrap();
-    assert_eq!(status.count(logbook::lifecycle::PartitionState::Stale), 1);
-    assert_eq!(status.count(logbook::lifecycle::PartitionState::Missing), 1);
+    let by_date: Vec<_> = status
+        .dates
+        .iter()
+        .map(|d| (d.date.to_string(), d.state))
+        .collect();
+    use logbook::lifecycle::PartitionState::{Missing, Stale};
+    assert_eq!(
+        by_date,
+        [
+            ("2026-03-15".to_string(), Stale),
+            ("2026-03-16".into(), Missing)
+        ]
+    );
+    // Stale because the customers dimension moved for its date after the
+    // run read it (the fixture's last command).
+    let reasons = &status.dates[0].reasons;
+    assert!(
+        matches!(
+            &reasons[..],
+            [logbook::lifecycle::StaleReason::Dimension { table, .. }] if table == "customers"
+        ),
+        "{reasons:?}"
+    );
 }
 
 #[tokio::test]
@@ -153,8 +174,22 @@ async fn moving_to_format_2_keeps_every_partition_and_old_versions() {
         .await
         .unwrap();
     // The run read orders at version 3: 2026-03-15 rewritten makes it stale
-    // for its input too.
-    assert_eq!(status.count(logbook::lifecycle::PartitionState::Stale), 1);
+    // for its input too, besides the dimension it was already stale for.
+    let stale = &status.dates[0];
+    assert_eq!(stale.date, date("2026-03-15"));
+    assert!(
+        stale.reasons.iter().any(|r| matches!(r,
+            logbook::lifecycle::StaleReason::Input { table, date: d, replaced_at, .. }
+                if table == "orders" && *d == date("2026-03-15") && *replaced_at == v)),
+        "{:?}",
+        stale.reasons
+    );
+    assert!(
+        stale.reasons.iter().any(|r| matches!(r,
+            logbook::lifecycle::StaleReason::Dimension { table, .. } if table == "customers")),
+        "{:?}",
+        stale.reasons
+    );
 
     // Vacuum keeps every span a retained version lists.
     let sweep = VacuumOptions {
@@ -323,4 +358,109 @@ async fn a_dimension_moved_to_format_2_indexes_its_whole_log() {
     assert_eq!(index.latest_at(date("2026-03-15")).unwrap().0, 2);
     assert_eq!(index.latest_at(date("2025-12-31")), None);
     assert_eq!(states(&wh, "revenue").await, before);
+}
+
+#[tokio::test]
+async fn partition_dates_outside_years_0_to_9999_are_refused() {
+    let t = memory_table("far").await;
+    let head = t.latest_version().await.unwrap();
+    for far in [
+        chrono::NaiveDate::from_ymd_opt(10_000, 1, 1).unwrap(),
+        chrono::NaiveDate::from_ymd_opt(-1, 12, 31).unwrap(),
+    ] {
+        let err = t
+            .replace_partition(far, RunInfo::new("far"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+        assert!(err.to_string().contains("far"), "{err}");
+        assert!(
+            err.to_string().contains("0000-01-01 to 9999-12-31"),
+            "{err}"
+        );
+    }
+    assert_eq!(t.latest_version().await.unwrap(), head);
+    assert!(
+        objects(&t, "_logbook/running").await.is_empty(),
+        "no marker left"
+    );
+}
+
+#[tokio::test]
+async fn ranges_read_across_span_boundaries() {
+    let wh = Warehouse::new(StorageLocation::parse("memory://").unwrap(), options());
+    let schema = logbook::TableSchema::parse_spec("across", SPEC, "date").unwrap();
+    let t = wh.create_table("across", schema).await.unwrap();
+    let dates = [
+        "2019-12-31",
+        "2020-01-01",
+        "2024-12-30",
+        "2024-12-31",
+        "2025-01-01",
+        "2025-01-02",
+    ];
+    for (i, d) in dates.iter().enumerate() {
+        replace(&t, date(d), 0..1, "x", &format!("r{i}")).await;
+    }
+    let snap = t.latest().await.unwrap();
+    let between = |from: &str, to: &str| {
+        let snap = snap.clone();
+        let (from, to) = (date(from), date(to));
+        async move {
+            snap.partitions_between(Some(from), Some(to))
+                .await
+                .unwrap()
+                .iter()
+                .map(|p| p.date.to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        between("2024-12-31", "2025-01-01").await,
+        ["2024-12-31", "2025-01-01"]
+    );
+    assert_eq!(
+        between("2019-12-31", "2020-01-01").await,
+        ["2019-12-31", "2020-01-01"]
+    );
+    assert_eq!(
+        between("2020-01-02", "2024-12-29").await,
+        Vec::<String>::new()
+    );
+    let open: Vec<String> = snap
+        .partitions_between(Some(date("2024-12-31")), None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.date.to_string())
+        .collect();
+    assert_eq!(open, ["2024-12-31", "2025-01-01", "2025-01-02"]);
+    assert_eq!(snap.first_date().await.unwrap(), Some(date("2019-12-31")));
+    // SQL over an IN list, a range and a contradiction, across spans.
+    let ctx = logbook::query::session(&wh, Default::default(), None)
+        .await
+        .unwrap();
+    let count = |sql: String| {
+        let ctx = ctx.clone();
+        async move {
+            use arrow_array::cast::AsArray;
+            let rows = logbook::query::sql(&ctx, &sql)
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            rows[0]
+                .column(0)
+                .as_primitive::<arrow_array::types::Int64Type>()
+                .value(0)
+        }
+    };
+    let q = |filter: &str| format!("SELECT count(*) FROM across WHERE {filter}");
+    let in_list = "date IN (DATE '2019-12-31', DATE '2025-01-01', DATE '2025-01-02')";
+    assert_eq!(count(q(in_list)).await, 3);
+    let range = "date BETWEEN DATE '2024-12-31' AND DATE '2025-01-01'";
+    assert_eq!(count(q(range)).await, 2);
+    let none = "date = DATE '2019-12-31' AND date = DATE '2025-01-01'";
+    assert_eq!(count(q(none)).await, 0);
 }

@@ -438,6 +438,28 @@ bad!(
     ["orders", "\"amount\" already exists", "schema version 0"]
 );
 bad!(
+    a_format_with_a_schema_change,
+    |w| v(&[
+        "alter",
+        "orders",
+        "--format",
+        "2",
+        "--add-column",
+        "tip:float64"
+    ]),
+    ["orders", "one schema change per alter"]
+);
+bad!(
+    a_format_with_a_mirror,
+    |w| v(&["alter", "orders", "--format", "2", "--mirror", "delta"]),
+    ["orders", "--mirror is its own commit"]
+);
+bad!(
+    a_format_this_build_cannot_write,
+    |w| v(&["alter", "orders", "--format", "3"]),
+    ["orders", "format 2 to 3"]
+);
+bad!(
     dropping_the_partition_column,
     |w| v(&["alter", "orders", "--drop-column", "date"]),
     ["orders", "partition column"]

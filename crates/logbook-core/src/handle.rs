@@ -28,7 +28,7 @@ pub(crate) struct TableInner {
     /// Highest version this handle has seen; probing starts here.
     last_seen: AtomicU64,
     /// Month and span manifests are immutable, so they are shared across
-    /// versions and read once per handle.
+    /// versions and read once per handle (up to a bound).
     months: Cache<MonthManifest>,
     spans: Cache<SpanManifest>,
     /// Set once the store was shown to honour put-if-absent.
@@ -266,8 +266,16 @@ impl TableInner {
     }
 }
 
-/// Immutable objects by path.
+/// Immutable objects by path, at most [`CACHED`] of each kind: every
+/// commit writes a new month and span manifest, so a handle that reads
+/// the latest version for days (a server, a backfill loop) would otherwise
+/// keep one of each per version. Past the bound the cache starts afresh:
+/// what a snapshot in use needs is read again.
 struct Cache<T>(Mutex<HashMap<String, Arc<T>>>);
+
+/// How many manifests of one kind a handle keeps: 85 years of months, or
+/// tens of MB when each month holds large run records.
+const CACHED: usize = 1024;
 
 impl<T> Default for Cache<T> {
     fn default() -> Self {
@@ -281,6 +289,10 @@ impl<T> Cache<T> {
     }
 
     fn put(&self, path: String, value: Arc<T>) {
-        self.0.lock().expect("cache lock").insert(path, value);
+        let mut cached = self.0.lock().expect("cache lock");
+        if cached.len() >= CACHED {
+            cached.clear();
+        }
+        cached.insert(path, value);
     }
 }

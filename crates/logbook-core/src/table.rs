@@ -391,10 +391,25 @@ impl Table {
         run: RunInfo,
         destination: Destination,
     ) -> Result<PartitionWriter> {
+        self.check_date(date)?;
         if let Destination::Stage(name) = &destination {
             self.stage(name).await?;
         }
         self.start_write(date, run, destination).await
+    }
+
+    /// Partition dates lie in years 0000 to 9999: manifests are keyed by
+    /// `YYYY-MM` text, whose order is date order only there.
+    fn check_date(&self, date: NaiveDate) -> Result<()> {
+        if (0..=9999).contains(&chrono::Datelike::year(&date)) {
+            return Ok(());
+        }
+        Err(Error::InvalidInput {
+            table: self.inner.name.clone(),
+            reason: format!(
+                "partition date {date} is outside 0000-01-01 to 9999-12-31; nothing was written"
+            ),
+        })
     }
 
     /// A writer for `date` whose run and destination are fixed from here.
@@ -404,6 +419,7 @@ impl Table {
         run: RunInfo,
         destination: Destination,
     ) -> Result<PartitionWriter> {
+        self.check_date(date)?;
         validate_run_id(&run.run_id)?;
         let base = self.latest().await?;
         let mut writer = PartitionWriter::new(self.inner.clone(), base, date, run, destination)?;

@@ -160,17 +160,19 @@ impl TableProvider for LogbookTableProvider {
                 let bounds = DateBounds::from_filters(filters, column);
                 let span = bounds.span();
                 // Only the manifests of the dates the filters allow are read.
-                let (from, to) = match &span.only {
-                    Some(only) => (only.iter().min().copied(), only.iter().max().copied()),
-                    None => (span.from, span.to),
-                };
-                let parts: Vec<_> = snapshot
-                    .partitions_between(from, to)
-                    .await
-                    .map_err(external)?
-                    .into_iter()
-                    .filter(|p| bounds.allows(logbook_core::dates::to_days(p.date)))
-                    .collect();
+                let parts: Vec<_> = match &span.only {
+                    // A contradiction (`date = A AND date = B`) allows none.
+                    Some(only) if only.is_empty() => Ok(Vec::new()),
+                    Some(only) => {
+                        let (from, to) = (only.iter().min().copied(), only.iter().max().copied());
+                        snapshot.partitions_between(from, to).await
+                    }
+                    None => snapshot.partitions_between(span.from, span.to).await,
+                }
+                .map_err(external)?
+                .into_iter()
+                .filter(|p| bounds.allows(logbook_core::dates::to_days(p.date)))
+                .collect();
                 let dates: Vec<NaiveDate> = parts.iter().map(|p| p.date).collect();
                 if let Some(l) = &self.lineage {
                     let read = Read::Partitions {

@@ -98,12 +98,7 @@ fn schema_change(table: &str, args: &Args) -> Result<Option<SchemaChange>, CliEr
     .iter()
     .filter(|f| **f)
     .count();
-    let property_flags = args.schedule_start.is_some()
-        || args.depends_on_previous
-        || args.no_depends_on_previous
-        || args.sort_by.is_some()
-        || args.bloom_filter.is_some();
-    if schema_flags > 1 || (schema_flags == 1 && property_flags) {
+    if schema_flags > 1 || (schema_flags == 1 && property_flags(args)) {
         return Err(CliError::Input(format!(
             "table {table}: give one schema change per alter, apart from schedule changes (each is its own commit)"
         )));
@@ -124,6 +119,16 @@ fn schema_change(table: &str, args: &Args) -> Result<Option<SchemaChange>, CliEr
     }))
 }
 
+/// Does `args` change a property (a properties commit of its own)?
+fn property_flags(args: &Args) -> bool {
+    args.schedule_start.is_some()
+        || args.depends_on_previous
+        || args.no_depends_on_previous
+        || args.sort_by.is_some()
+        || args.bloom_filter.is_some()
+        || args.format.is_some()
+}
+
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     let table = warehouse.table(&args.table).await?;
     if let Some(change) = schema_change(table.name(), &args)? {
@@ -140,12 +145,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         return Ok(());
     }
     if let Some(mirror) = &args.mirror {
-        if args.schedule_start.is_some()
-            || args.depends_on_previous
-            || args.no_depends_on_previous
-            || args.sort_by.is_some()
-            || args.bloom_filter.is_some()
-        {
+        if property_flags(&args) {
             return Err(CliError::Input(format!(
                 "table {}: --mirror is its own commit; change the schedule or chain separately",
                 table.name()
