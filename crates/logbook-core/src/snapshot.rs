@@ -101,6 +101,11 @@ impl Snapshot {
         }
     }
 
+    /// The span manifest at `path`.
+    pub(crate) async fn span_at(&self, path: &str) -> Result<Arc<SpanManifest>> {
+        self.table.span(path).await
+    }
+
     /// Every month holding a partition, sorted (in format 2, each span's
     /// manifest read once per handle).
     pub(crate) async fn month_refs(&self) -> Result<Vec<MonthRef>> {

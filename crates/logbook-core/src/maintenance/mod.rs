@@ -3,6 +3,7 @@
 
 pub mod compact;
 pub mod expire;
+mod retained;
 pub mod vacuum;
 
 pub use compact::{

@@ -35,6 +35,7 @@ use crate::error::{Error, Result};
 use crate::format::{layout, RunInfo};
 use crate::handle::TableInner;
 use crate::intent;
+use crate::maintenance::retained::{self, gone};
 use crate::stage::{StageInfo, StagedPartition};
 use crate::staged_files::delete_files;
 use crate::table::Table;
@@ -135,35 +136,14 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         Err(e) if then < expired_from && gone(&e) => expired_from,
         Err(e) => return Err(e),
     };
-    // Span and month manifests are shared across versions: read each once. An
-    // expired version whose manifests an earlier vacuum removed is skipped.
-    let retained: Vec<crate::Snapshot> = futures::stream::iter(oldest..=latest.version())
-        .map(|v| async move {
-            match inner.snapshot(v).await {
-                Err(e) if v < expired_from && gone(&e) => Ok(None),
-                other => other.map(Some),
-            }
-        })
-        .buffered(8)
-        .try_collect::<Vec<_>>()
-        .await?
-        .into_iter()
-        .flatten()
-        .collect();
-    let mut months_seen: HashSet<String> = HashSet::new();
-    for snap in &retained {
-        keep.insert(snap.entry().manifest.clone());
-        keep.extend(snap.dimension_files().into_iter().map(|f| f.path));
-        keep.extend(snap.span_refs().iter().map(|s| s.path.clone()));
-        for m in snap.month_refs().await? {
-            if !months_seen.insert(m.path.clone()) {
-                continue;
-            }
-            keep.insert(m.path.clone());
-            for p in &snap.month_at(&m).await?.partitions {
-                keep.extend(p.files.iter().map(|f| f.path.clone()));
-            }
-        }
+    // What versions `oldest..=latest` reference, from the last vacuum's
+    // ledger brought forward (see `retained`). Written back before anything
+    // is deleted; a dry run leaves it as it was.
+    let previous = retained::stored(inner).await;
+    let ledger = retained::retained(inner, previous, oldest, expired_from, &latest).await?;
+    keep.extend(ledger.paths().cloned());
+    if !options.dry_run {
+        retained::store(inner, &ledger).await?;
     }
 
     let mut report = VacuumReport::default();
@@ -213,14 +193,6 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     let pending = PendingCommit::new(latest.version(), run, Change::Vacuum { files_removed });
     report.version = Some(commit(inner, pending).await.map_err(|f| f.error)?.version);
     Ok(report)
-}
-
-/// A snapshot that cannot be read because its metadata is gone.
-fn gone(e: &Error) -> bool {
-    matches!(
-        e.kind(),
-        crate::ErrorKind::NotFound | crate::ErrorKind::Corrupt
-    )
 }
 
 /// The store's current time: the modification time of a small object

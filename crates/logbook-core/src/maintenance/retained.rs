@@ -1,0 +1,276 @@
+//! What the retained versions reference, carried from one vacuum to the
+//! next so a vacuum reads only what changed since the last.
+//!
+//! Path: `_logbook/vacuum-ledger.json`, overwritten by each vacuum. It
+//! lists every path (root, span and month manifests, data and dimension
+//! files) some version from `oldest` to `through` references, each with the
+//! last version that does (`None`: `through` still does).
+//!
+//! Lifecycle: a vacuum reads the ledger and, when it covers the vacuum's
+//! range (its `oldest` at or before the vacuum's, its `through` at or
+//! before the latest and still the same version: the root it names is the
+//! one that version reads), brings it forward one commit at a time: a
+//! commit's root, the spans it rewrote, and the old and new manifests of
+//! the months it changed. Otherwise (none, unreadable, another table's, or
+//! a longer retention than before) it is built afresh from the oldest
+//! retained version's full listing and brought forward the same way.
+//! Entries last referenced before the vacuum's oldest are then dropped and
+//! the ledger is written back before anything is deleted.
+//!
+//! Guarantee: the ledger is a function of immutable history (which version
+//! references which path) and of the range it names, so who wrote it, and
+//! whether their vacuum went on to commit, does not matter: two vacuums
+//! racing to overwrite it lose progress, never files. A ledger that does
+//! not read or does not match is rebuilt, never trusted.
+//!
+//! Cost: the GETs of the commits since the last vacuum and the months they
+//! changed, plus one read and one write of the ledger, whose size grows
+//! with the files retained versions reference (Delta's checkpoint, which
+//! keeps recent `remove` actions as tombstones for its vacuum, is the same
+//! size class). Without it, every vacuum read every retained version's
+//! root and every month manifest they list. Alternatives: tombstones in
+//! the root (every commit would rewrite them until a vacuum drops them:
+//! commit cost growing between vacuums), or in the log entries (a vacuum
+//! would still read every entry since the oldest retained version).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::format::{MonthRef, FORMAT_SPANS};
+use crate::handle::TableInner;
+use crate::snapshot::Snapshot;
+
+/// Where the ledger lives.
+pub(crate) const LEDGER: &str = "_logbook/vacuum-ledger.json";
+
+/// See the module doc.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Ledger {
+    /// The oldest version whose references are listed.
+    pub(crate) oldest: u64,
+    /// The latest version whose references are listed.
+    pub(crate) through: u64,
+    /// `through`'s root manifest: a ledger whose `through` now reads
+    /// another root (the table was dropped and created again) is not used.
+    pub(crate) through_root: String,
+    /// Each referenced path and the last version referencing it
+    /// (`None`: `through` does).
+    pub(crate) paths: HashMap<String, Option<u64>>,
+}
+
+impl Ledger {
+    /// Every path some version from `oldest` on references.
+    pub(crate) fn paths(&self) -> impl Iterator<Item = &String> {
+        self.paths.keys()
+    }
+}
+
+/// The stored ledger, if it reads (a ledger that does not is rebuilt).
+pub(crate) async fn stored(inner: &TableInner) -> Option<Ledger> {
+    inner.get_json_opt::<Ledger>(LEDGER).await.ok().flatten()
+}
+
+/// Write `ledger` back for the next vacuum.
+pub(crate) async fn store(inner: &TableInner, ledger: &Ledger) -> Result<()> {
+    inner.put(LEDGER.to_string(), inner.encode(ledger)?).await
+}
+
+/// The ledger of every path versions `oldest..=latest` reference, brought
+/// forward from `previous` where it covers the range. Versions before
+/// `expired_from` whose metadata is gone (an earlier vacuum removed it)
+/// reference nothing.
+pub(crate) async fn retained(
+    inner: &Arc<TableInner>,
+    previous: Option<Ledger>,
+    oldest: u64,
+    expired_from: u64,
+    latest: &Snapshot,
+) -> Result<Ledger> {
+    let mut start = None;
+    if let Some(ledger) = previous {
+        if ledger.oldest <= oldest && ledger.through <= latest.version() {
+            match read(inner, ledger.through, expired_from).await? {
+                Some(snap) if snap.entry().manifest == ledger.through_root => {
+                    start = Some((ledger, snap));
+                }
+                _ => {}
+            }
+        }
+    }
+    let (mut ledger, mut prev) = match start {
+        Some(found) => found,
+        None => {
+            let snap = first_readable(inner, oldest, expired_from, latest).await?;
+            (seed(&snap, oldest).await?, snap)
+        }
+    };
+    let next = prev.version() + 1;
+    let mut later = futures::stream::iter(next..=latest.version())
+        .map(|v| read(inner, v, expired_from))
+        .buffered(8);
+    while let Some(snap) = later.try_next().await? {
+        let Some(snap) = snap else { continue };
+        forward(&mut ledger, &prev, &snap).await?;
+        prev = snap;
+    }
+    ledger
+        .paths
+        .retain(|_, last| last.is_none_or(|v| v >= oldest));
+    ledger.oldest = oldest;
+    Ok(ledger)
+}
+
+/// Version `v`, or `None` if its metadata is gone and it was expired.
+async fn read(inner: &Arc<TableInner>, v: u64, expired_from: u64) -> Result<Option<Snapshot>> {
+    match inner.snapshot(v).await {
+        Err(e) if v < expired_from && gone(&e) => Ok(None),
+        other => other.map(Some),
+    }
+}
+
+/// A snapshot that cannot be read because its metadata is gone.
+pub(crate) fn gone(e: &Error) -> bool {
+    matches!(
+        e.kind(),
+        crate::ErrorKind::NotFound | crate::ErrorKind::Corrupt
+    )
+}
+
+/// The first version from `oldest` whose metadata reads (at the latest
+/// version).
+async fn first_readable(
+    inner: &Arc<TableInner>,
+    oldest: u64,
+    expired_from: u64,
+    latest: &Snapshot,
+) -> Result<Snapshot> {
+    for v in oldest..latest.version() {
+        if let Some(snap) = read(inner, v, expired_from).await? {
+            return Ok(snap);
+        }
+    }
+    Ok(latest.clone())
+}
+
+/// A ledger of everything `snap` references.
+async fn seed(snap: &Snapshot, oldest: u64) -> Result<Ledger> {
+    let mut paths: HashMap<String, Option<u64>> = HashMap::new();
+    for path in top(snap) {
+        paths.insert(path, None);
+    }
+    let months = snap.month_refs().await?;
+    for path in files(snap, months.iter()).await? {
+        paths.insert(path, None);
+    }
+    paths.extend(months.into_iter().map(|m| (m.path, None)));
+    Ok(Ledger {
+        oldest,
+        through: snap.version(),
+        through_root: snap.entry().manifest.clone(),
+        paths,
+    })
+}
+
+/// Bring `ledger` (through `prev`) forward to `next`: what `prev`
+/// referenced and `next` does not was last referenced by `prev`; what
+/// `next` adds is referenced by the latest.
+async fn forward(ledger: &mut Ledger, prev: &Snapshot, next: &Snapshot) -> Result<()> {
+    let last = Some(prev.version());
+    let (before, after) = (top(prev), top(next));
+    for path in before.difference(&after) {
+        ledger.paths.insert(path.clone(), last);
+    }
+    for path in after.difference(&before) {
+        ledger.paths.insert(path.clone(), None);
+    }
+    let (dropped, added) = changed_months(prev, next).await?;
+    // A file lives in one month, so comparing the union of the rewritten
+    // months before and after finds what the commit dropped and added.
+    let was = files(prev, dropped.iter()).await?;
+    let is = files(next, added.iter()).await?;
+    for m in dropped {
+        ledger.paths.insert(m.path, last);
+    }
+    for m in added {
+        ledger.paths.insert(m.path, None);
+    }
+    for path in was.difference(&is) {
+        ledger.paths.insert(path.clone(), last);
+    }
+    for path in is.difference(&was) {
+        ledger.paths.insert(path.clone(), None);
+    }
+    ledger.through = next.version();
+    ledger.through_root = next.entry().manifest.clone();
+    Ok(())
+}
+
+/// The months `prev` lists and `next` does not (by manifest path), and
+/// the other way round. Between format 2 versions only the spans the
+/// commit rewrote are read.
+async fn changed_months(
+    prev: &Snapshot,
+    next: &Snapshot,
+) -> Result<(Vec<MonthRef>, Vec<MonthRef>)> {
+    let (old, new) = if prev.format() >= FORMAT_SPANS && next.format() >= FORMAT_SPANS {
+        let (a, b) = (span_paths(prev), span_paths(next));
+        let gone: Vec<&str> = a.difference(&b).copied().collect();
+        let new: Vec<&str> = b.difference(&a).copied().collect();
+        (months_of(prev, &gone).await?, months_of(next, &new).await?)
+    } else {
+        (prev.month_refs().await?, next.month_refs().await?)
+    };
+    let old_paths: HashSet<&str> = old.iter().map(|m| m.path.as_str()).collect();
+    let new_paths: HashSet<&str> = new.iter().map(|m| m.path.as_str()).collect();
+    let dropped = old
+        .iter()
+        .filter(|m| !new_paths.contains(m.path.as_str()))
+        .cloned()
+        .collect();
+    let added = new
+        .iter()
+        .filter(|m| !old_paths.contains(m.path.as_str()))
+        .cloned()
+        .collect();
+    Ok((dropped, added))
+}
+
+fn span_paths(snap: &Snapshot) -> HashSet<&str> {
+    snap.span_refs().iter().map(|s| s.path.as_str()).collect()
+}
+
+/// The months the span manifests at `paths` list.
+async fn months_of(snap: &Snapshot, paths: &[&str]) -> Result<Vec<MonthRef>> {
+    let mut months = Vec::new();
+    for path in paths {
+        months.extend(snap.span_at(path).await?.months.iter().cloned());
+    }
+    Ok(months)
+}
+
+/// What a version references outside its months: its root manifest, its
+/// span manifests and a dimension's files.
+fn top(snap: &Snapshot) -> HashSet<String> {
+    let mut paths: HashSet<String> = HashSet::from([snap.entry().manifest.clone()]);
+    paths.extend(snap.span_refs().iter().map(|s| s.path.clone()));
+    paths.extend(snap.dimension_files().into_iter().map(|f| f.path));
+    paths
+}
+
+/// The data files the partitions of `months` list.
+async fn files<'a>(
+    snap: &Snapshot,
+    months: impl Iterator<Item = &'a MonthRef>,
+) -> Result<HashSet<String>> {
+    let mut paths = HashSet::new();
+    for m in months {
+        for p in &snap.month_at(m).await?.partitions {
+            paths.extend(p.files.iter().map(|f| f.path.clone()));
+        }
+    }
+    Ok(paths)
+}
