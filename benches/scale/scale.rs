@@ -1,10 +1,12 @@
-//! Scale (issue 19): a commit, an open and `status` of 365 dates on tables
-//! of 10 commits and 10 partitions, 365 and 365 (a year: what status of a
-//! year reads at least), and 1,000,000 commits and 100,000 partitions (274
-//! years of days), in format 2 and, for comparison, format 1. `plan` is
-//! computed from a status, so it costs what status does. Then `status` of
-//! 365 dates whose runs read a dimension with 10 and with 10,000 commits of
-//! history (real commits, spread over the year).
+//! Scale (issue 19): a commit, an open, `status` of 365 dates and a vacuum
+//! (one commit after the last) on tables of 10 commits and 10 partitions,
+//! 365 and 365 (a year: what status of a year reads at least), 1,000,000
+//! commits and 365 partitions, and 1,000,000 commits and 100,000
+//! partitions (274 years of days), in format 2 and, for comparison, format
+//! 1. `plan` is computed from a status, so it costs what status does. Then
+//! the same on a table of 10/10 in a warehouse of 1 table and of 1,000.
+//! Then `status` of 365 dates whose runs read a dimension with 10 and with
+//! 10,000 commits of history (real commits, spread over the year).
 //!
 //! ```text
 //! cargo run --release --example scale -- [ROUNDS] [LATENCY_MS] [COMMITS] [DIMENSION_HISTORY]
@@ -14,8 +16,9 @@
 //! their schedule starting 365 days before their last date,
 //! on `memory://`, each behind object_store's `ThrottledStore` sleeping
 //! `LATENCY_MS` (default 0) before every call, as a remote store's round
-//! trip would. The real code then commits, opens and computes status on
-//! them. Each round runs every case once per measurement, cases
+//! trip would; a first vacuum, before the latency, leaves the ledger later
+//! vacuums bring forward. The real code then commits, opens, computes
+//! status and vacuums on them. Each round runs every case once per measurement, cases
 //! interleaved, so a noisy machine slows all of them alike (status rounds
 //! after the commit and open rounds: a status on a large table leaves the
 //! allocator slow for what follows); the figures are medians over rounds
@@ -32,6 +35,7 @@ use std::time::{Duration, Instant};
 use arrow_array::{Date32Array, Int64Array, RecordBatch, StringArray};
 use chrono::NaiveDate;
 use logbook::format::InputRead;
+use logbook::maintenance::{vacuum, VacuumOptions};
 use logbook::{RunInfo, StorageLocation, Table, TableOptions, TableSchema, Warehouse};
 use object_store::memory::InMemory;
 use object_store::throttle::{ThrottleConfig, ThrottledStore};
@@ -41,6 +45,10 @@ const SPEC: &str = "date:date,id:int64,name:string";
 
 struct Case {
     label: String,
+    /// Measured by vacuum too (a format 1 root at 100,000 partitions lists
+    /// 3,288 months: the first vacuum, reading a million of them, would
+    /// take hours).
+    vacuumed: bool,
     warehouse: Warehouse,
     table: Table,
     last: NaiveDate,
@@ -60,20 +68,75 @@ async fn main() {
     let sizes = [
         (2, 10, 10),
         (2, 365, 365),
+        (2, 365, commits),
         (2, 100_000, commits),
         (1, 100_000, commits),
     ];
     for (format, partitions, history) in sizes {
         let started = Instant::now();
-        cases.push(case(format, partitions, history, last, latency).await);
+        let store = store();
+        let root = StorageLocation::from_store(store.clone(), "wh", "memory://wh");
+        let spec = synthetic(format, partitions, history, last);
+        cases.push(case(&root, "orders", &spec, format == 2).await);
+        slow_down(&store, latency);
         eprintln!(
             "generated {} in {:?}",
             cases.last().unwrap().label,
             started.elapsed()
         );
     }
+    // Commit and open against the smallest table, status and vacuum
+    // against a year.
+    report(&cases, rounds, (0, 1)).await;
+    drop(cases);
+
+    println!();
+    let mut cases = Vec::new();
+    for tables in [1, 1000] {
+        let store = store();
+        let root = StorageLocation::from_store(store.clone(), "wh", "memory://wh");
+        let spec = synthetic(2, 10, 10, last);
+        for other in 1..tables {
+            case(&root, &format!("other_{other:04}"), &spec, false).await;
+        }
+        let mut case = case(&root, "orders", &spec, true).await;
+        case.label = format!("format 2, 10/10, in a warehouse of {tables} tables");
+        slow_down(&store, latency);
+        cases.push(case);
+    }
+    report(&cases, rounds, (0, 0)).await;
+    drop(cases);
+
+    let mut cases = Vec::new();
+    for history in [10, dimension_history] {
+        let started = Instant::now();
+        cases.push(dimension_case(history, last, latency).await);
+        eprintln!(
+            "built {} in {:?}",
+            cases.last().unwrap().label,
+            started.elapsed()
+        );
+    }
+    let status = status_times(&cases, rounds).await;
+    println!();
+    println!("| table | status of 365 dates reading the dimension | ratio to history 10 |");
+    println!("|---|---|---|");
+    for (c, case) in cases.iter().enumerate() {
+        println!(
+            "| {} |{}",
+            case.label,
+            cell(Some(status[c]), Some(status[0]))
+        );
+    }
+}
+
+/// Time each case's commit, open, status of 365 dates and vacuum over
+/// `rounds`, cases interleaved, and print medians with each one's ratio
+/// to case `base.0` (commit and open) or `base.1` (status and vacuum).
+async fn report(cases: &[Case], rounds: u64, base: (usize, usize)) {
+    let base = [base.0, base.0, base.1, base.1];
     // A handle's first commit also checks that the store honours put-if-absent.
-    for case in &cases {
+    for case in cases {
         commit(case, "warm-up").await;
     }
     let mut times: Vec<[Vec<Duration>; 2]> = cases.iter().map(|_| Default::default()).collect();
@@ -93,44 +156,61 @@ async fn main() {
             times[c][1].push(started.elapsed());
         }
     }
-    let status = status_times(&cases, rounds).await;
-    println!("| table | commit | ratio to 10/10 | open | ratio to 10/10 | status of 365 dates | ratio to 365/365 |");
-    println!("|---|---|---|---|---|---|---|");
-    // Commit and open against the smallest table, status against a year.
-    let medians: Vec<[Duration; 3]> = (0..cases.len())
-        .map(|c| [median(&times[c][0]), median(&times[c][1]), status[c]])
+    let status = status_times(cases, rounds).await;
+    let vacuums = vacuum_times(cases, rounds).await;
+    let medians: Vec<[Option<Duration>; 4]> = (0..cases.len())
+        .map(|c| {
+            let (commit, open) = (median(&times[c][0]), median(&times[c][1]));
+            [Some(commit), Some(open), Some(status[c]), vacuums[c]]
+        })
         .collect();
-    let base = [medians[0][0], medians[0][1], medians[1][2]];
+    println!(
+        "| table | commit | ratio | open | ratio | status of 365 dates | ratio | vacuum | ratio |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (c, case) in cases.iter().enumerate() {
         let mut row = format!("| {} |", case.label);
-        for m in 0..3 {
-            row += &cell(medians[c][m], base[m]);
+        for m in 0..4 {
+            row += &cell(medians[c][m], medians[base[m]][m]);
         }
         println!("{row}");
     }
-    drop(cases);
-
-    let mut cases = Vec::new();
-    for history in [10, dimension_history] {
-        let started = Instant::now();
-        cases.push(dimension_case(history, last, latency).await);
-        eprintln!(
-            "built {} in {:?}",
-            cases.last().unwrap().label,
-            started.elapsed()
-        );
-    }
-    let status = status_times(&cases, rounds).await;
-    println!();
-    println!("| table | status of 365 dates reading the dimension | ratio to history 10 |");
-    println!("|---|---|---|");
-    for (c, case) in cases.iter().enumerate() {
-        println!("| {} |{}", case.label, cell(status[c], status[0]));
-    }
+    println!(
+        "\nRatios: commit and open to \"{}\", status and vacuum to \"{}\".",
+        cases[base[0]].label, cases[base[2]].label
+    );
 }
 
-/// ` t ms | ratio |`
-fn cell(t: Duration, base: Duration) -> String {
+/// Median time of a vacuum (retention 0) right after a commit, over
+/// `rounds`, cases interleaved; the commit is not timed.
+async fn vacuum_times(cases: &[Case], rounds: u64) -> Vec<Option<Duration>> {
+    let mut times: Vec<Vec<Duration>> = cases.iter().map(|_| Vec::new()).collect();
+    for round in 0..rounds {
+        for (c, case) in cases.iter().enumerate().filter(|(_, c)| c.vacuumed) {
+            commit(case, &format!("before-vacuum-{round}")).await;
+            let started = Instant::now();
+            vacuum(&case.table, NOW).await.unwrap();
+            times[c].push(started.elapsed());
+        }
+    }
+    times
+        .iter()
+        .map(|t| (!t.is_empty()).then(|| median(t)))
+        .collect()
+}
+
+/// Everything unreferenced and not being written is old enough.
+const NOW: VacuumOptions = VacuumOptions {
+    retention_ms: 0,
+    dry_run: false,
+    force: true,
+};
+
+/// ` t ms | ratio |`, or dashes when either was not measured.
+fn cell(t: Option<Duration>, base: Option<Duration>) -> String {
+    let (Some(t), Some(base)) = (t, base) else {
+        return " - | - |".into();
+    };
     let ratio = t.as_secs_f64() / base.as_secs_f64();
     format!(" {:.2} ms | {ratio:.2} |", t.as_secs_f64() * 1e3)
 }
@@ -155,12 +235,10 @@ fn slow_down(store: &ThrottledStore<InMemory>, latency: u64) {
     });
 }
 
-async fn case(format: u32, partitions: u64, commits: u64, last: NaiveDate, latency: u64) -> Case {
-    let store = store();
-    let root = StorageLocation::from_store(store.clone(), "wh", "memory://wh");
-    let location = root.child("orders").unwrap();
-    let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
-    let spec = Synthetic {
+/// A table of `partitions` days up to `last` and `commits` commits, its
+/// schedule starting a year before `last`.
+fn synthetic(format: u32, partitions: u64, commits: u64, last: NaiveDate) -> Synthetic {
+    Synthetic {
         format,
         first: last - chrono::Days::new(partitions - 1),
         partitions,
@@ -168,16 +246,29 @@ async fn case(format: u32, partitions: u64, commits: u64, last: NaiveDate, laten
         rows_per_partition: 10,
         schedule_start: Some(last - chrono::Days::new(364)),
         inputs: None,
-    };
-    generate(&location, schema, &spec).await;
-    slow_down(&store, latency);
-    let warehouse = Warehouse::new(root, TableOptions::default());
-    let table = warehouse.table("orders").await.unwrap();
+    }
+}
+
+/// Table `name` generated under `root` as `spec` says, vacuumed once if
+/// `vacuumed` (the first vacuum reads every version; later ones bring its
+/// ledger forward).
+async fn case(root: &StorageLocation, name: &str, spec: &Synthetic, vacuumed: bool) -> Case {
+    let schema = TableSchema::parse_spec(name, SPEC, "date").unwrap();
+    generate(&root.child(name).unwrap(), schema, spec).await;
+    let warehouse = Warehouse::new(root.clone(), TableOptions::default());
+    let table = warehouse.table(name).await.unwrap();
+    if vacuumed {
+        vacuum(&table, NOW).await.unwrap();
+    }
     Case {
-        label: format!("format {format}, {commits} commits, {partitions} partitions"),
+        vacuumed,
+        label: format!(
+            "format {}, {} commits, {} partitions",
+            spec.format, spec.commits, spec.partitions
+        ),
         warehouse,
         table,
-        last,
+        last: spec.first + chrono::Days::new(spec.partitions - 1),
     }
 }
 
@@ -237,6 +328,7 @@ async fn dimension_case(history: u64, last: NaiveDate, latency: u64) -> Case {
     slow_down(&store, latency);
     let table = warehouse.table("orders").await.unwrap();
     Case {
+        vacuumed: false,
         label: format!("dimension history {history}"),
         warehouse,
         table,
