@@ -11,7 +11,7 @@ use logbook::{ErrorKind, PropertiesChange, RunInfo, StorageLocation, Table, Ware
 use crate::common::*;
 
 /// A copy of the format 1 fixture warehouse in a fresh directory.
-fn fixture() -> (tempfile::TempDir, Warehouse) {
+pub(crate) fn fixture() -> (tempfile::TempDir, Warehouse) {
     let dir = tempfile::tempdir().unwrap();
     let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format1");
     copy_dir(&from, dir.path());
@@ -55,7 +55,7 @@ async fn root(t: &Table) -> RootManifest {
 }
 
 /// Replace `d` of the fixture's `orders` with its own rows (a new version).
-async fn rewrite(t: &Table, d: chrono::NaiveDate, run: &str) -> u64 {
+pub(crate) async fn rewrite(t: &Table, d: chrono::NaiveDate, run: &str) -> u64 {
     let batches = t.latest().await.unwrap().read_partition(d).await.unwrap();
     let mut w = t.replace_partition(d, RunInfo::new(run)).await.unwrap();
     for b in &batches {

@@ -266,33 +266,79 @@ impl TableInner {
     }
 }
 
-/// Immutable objects by path, at most [`CACHED`] of each kind: every
-/// commit writes a new month and span manifest, so a handle that reads
-/// the latest version for days (a server, a backfill loop) would otherwise
-/// keep one of each per version. Past the bound the cache starts afresh:
-/// what a snapshot in use needs is read again.
-struct Cache<T>(Mutex<HashMap<String, Arc<T>>>);
+/// Immutable objects by path, in two generations of at most [`CACHED`]
+/// each: every commit writes a new month and span manifest, so a handle
+/// that reads the latest version for days (a server, a backfill loop)
+/// would otherwise keep one of each per version. When the current
+/// generation is full it becomes the previous one and the one before is
+/// dropped; a hit in the previous generation moves back to the current.
+/// So what was used since the last turnover stays (a scan of up to
+/// [`CACHED`] months keeps hitting), and what was not goes.
+struct Cache<T>(Mutex<Generations<T>>);
 
-/// How many manifests of one kind a handle keeps: 85 years of months, or
-/// tens of MB when each month holds large run records.
-const CACHED: usize = 1024;
+struct Generations<T> {
+    current: HashMap<String, Arc<T>>,
+    previous: HashMap<String, Arc<T>>,
+}
+
+/// Manifests of one kind per generation: 341 years of months, or some
+/// hundreds of MB when each month holds large run records.
+const CACHED: usize = 4096;
 
 impl<T> Default for Cache<T> {
     fn default() -> Self {
-        Self(Mutex::new(HashMap::new()))
+        Self(Mutex::new(Generations {
+            current: HashMap::new(),
+            previous: HashMap::new(),
+        }))
     }
 }
 
 impl<T> Cache<T> {
     fn get(&self, path: &str) -> Option<Arc<T>> {
-        self.0.lock().expect("cache lock").get(path).cloned()
+        let mut cached = self.0.lock().expect("cache lock");
+        if let Some(found) = cached.current.get(path) {
+            return Some(found.clone());
+        }
+        let found = cached.previous.remove(path)?;
+        cached.insert(path.to_string(), found.clone());
+        Some(found)
     }
 
     fn put(&self, path: String, value: Arc<T>) {
-        let mut cached = self.0.lock().expect("cache lock");
-        if cached.len() >= CACHED {
-            cached.clear();
+        self.0.lock().expect("cache lock").insert(path, value);
+    }
+}
+
+impl<T> Generations<T> {
+    fn insert(&mut self, path: String, value: Arc<T>) {
+        if self.current.len() >= CACHED {
+            self.previous = std::mem::take(&mut self.current);
         }
-        cached.insert(path, value);
+        self.current.insert(path, value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_keeps_what_was_used_since_the_last_turnover() {
+        let cache: Cache<usize> = Cache::default();
+        let key = |i: usize| format!("m{i}");
+        for i in 0..=CACHED {
+            cache.put(key(i), Arc::new(i));
+        }
+        // One turnover: the first generation is still there, and a hit
+        // moves it back to the current one.
+        assert_eq!(cache.get(&key(0)).as_deref(), Some(&0));
+        for i in CACHED + 1..2 * CACHED + 1 {
+            cache.put(key(i), Arc::new(i));
+        }
+        assert_eq!(cache.get(&key(0)).as_deref(), Some(&0), "used: kept");
+        assert_eq!(cache.get(&key(1)), None, "unused for two turnovers: gone");
+        let held = cache.0.lock().unwrap();
+        assert!(held.current.len() <= CACHED && held.previous.len() <= CACHED);
     }
 }

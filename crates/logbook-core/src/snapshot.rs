@@ -185,6 +185,14 @@ impl Snapshot {
 
     /// The manifest of `date`'s month, if any partition of it exists.
     pub(crate) async fn month_of(&self, date: NaiveDate) -> Result<Option<Arc<MonthManifest>>> {
+        match self.month_path(date).await? {
+            Some(path) => Ok(Some(self.table.month(&path).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The path of `date`'s month manifest, if any partition of it exists.
+    pub(crate) async fn month_path(&self, date: NaiveDate) -> Result<Option<String>> {
         let month = month_key(date);
         let found = |months: &[MonthRef]| {
             months
@@ -192,18 +200,14 @@ impl Snapshot {
                 .ok()
                 .map(|i| months[i].path.clone())
         };
-        let path = if self.root.spans.is_empty() {
+        Ok(if self.root.spans.is_empty() {
             found(&self.root.months)
         } else {
             match self.span(&span_key(date)).await? {
                 Some(span) => found(&span.months),
                 None => None,
             }
-        };
-        match path {
-            Some(path) => Ok(Some(self.table.month(&path).await?)),
-            None => Ok(None),
-        }
+        })
     }
 
     /// The manifest `month` points to.

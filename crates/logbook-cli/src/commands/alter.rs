@@ -147,7 +147,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     if let Some(mirror) = &args.mirror {
         if property_flags(&args) {
             return Err(CliError::Input(format!(
-                "table {}: --mirror is its own commit; change the schedule or chain separately",
+                "table {}: --mirror is its own commit; change the schedule, chain, sort order, bloom filters or format separately",
                 table.name()
             )));
         }

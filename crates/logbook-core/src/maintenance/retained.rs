@@ -25,9 +25,12 @@
 //!
 //! Cost: the GETs of the commits since the last vacuum and the months they
 //! changed, plus one read and one write of the ledger, whose size grows
-//! with the files retained versions reference (Delta's checkpoint, which
-//! keeps recent `remove` actions as tombstones for its vacuum, is the same
-//! size class). Without it, every vacuum read every retained version's
+//! with the objects retained versions reference: data files, and each
+//! retained version's root and the span and month manifests it wrote (a
+//! million retained versions are millions of paths, as they are millions
+//! of objects in vacuum's listing; expire bounds both). Delta's
+//! checkpoint, which keeps recent `remove` actions as tombstones for its
+//! vacuum, is the same size class. Without it, every vacuum read every retained version's
 //! root and every month manifest they list. Alternatives: tombstones in
 //! the root (every commit would rewrite them until a vacuum drops them:
 //! commit cost growing between vacuums), or in the log entries (a vacuum
@@ -47,19 +50,24 @@ use crate::snapshot::Snapshot;
 /// Where the ledger lives.
 pub(crate) const LEDGER: &str = "_logbook/vacuum-ledger.json";
 
+/// What a ledger's fields mean; one written in another layout is rebuilt.
+const LEDGER_LAYOUT: u32 = 1;
+
 /// See the module doc.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Ledger {
+    /// [`LEDGER_LAYOUT`].
+    layout: u32,
     /// The oldest version whose references are listed.
-    pub(crate) oldest: u64,
+    oldest: u64,
     /// The latest version whose references are listed.
-    pub(crate) through: u64,
+    through: u64,
     /// `through`'s root manifest: a ledger whose `through` now reads
     /// another root (the table was dropped and created again) is not used.
-    pub(crate) through_root: String,
+    through_root: String,
     /// Each referenced path and the last version referencing it
     /// (`None`: `through` does).
-    pub(crate) paths: HashMap<String, Option<u64>>,
+    paths: HashMap<String, Option<u64>>,
 }
 
 impl Ledger {
@@ -69,9 +77,16 @@ impl Ledger {
     }
 }
 
-/// The stored ledger, if it reads (a ledger that does not is rebuilt).
+/// The stored ledger, if there is one that reads (one that does not is
+/// rebuilt, so an error here only costs the rebuild).
 pub(crate) async fn stored(inner: &TableInner) -> Option<Ledger> {
-    inner.get_json_opt::<Ledger>(LEDGER).await.ok().flatten()
+    match inner.get_json_opt::<Ledger>(LEDGER).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(table = %inner.name, error = %e, "rebuilding the vacuum ledger");
+            None
+        }
+    }
 }
 
 /// Write `ledger` back for the next vacuum.
@@ -79,10 +94,15 @@ pub(crate) async fn store(inner: &TableInner, ledger: &Ledger) -> Result<()> {
     inner.put(LEDGER.to_string(), inner.encode(ledger)?).await
 }
 
+/// Drop the stored ledger (the next vacuum rebuilds it).
+pub(crate) async fn drop_stored(inner: &TableInner) {
+    crate::staged_files::delete_files(inner, &[LEDGER.to_string()]).await;
+}
+
 /// The ledger of every path versions `oldest..=latest` reference, brought
-/// forward from `previous` where it covers the range. Versions before
-/// `expired_from` whose metadata is gone (an earlier vacuum removed it)
-/// reference nothing.
+/// forward from `previous` where it covers the range (its `through` at or
+/// after `oldest`), else built afresh. Versions before `expired_from` whose
+/// metadata is gone (an earlier vacuum removed it) reference nothing.
 pub(crate) async fn retained(
     inner: &Arc<TableInner>,
     previous: Option<Ledger>,
@@ -90,26 +110,55 @@ pub(crate) async fn retained(
     expired_from: u64,
     latest: &Snapshot,
 ) -> Result<Ledger> {
-    let mut start = None;
-    if let Some(ledger) = previous {
-        if ledger.oldest <= oldest && ledger.through <= latest.version() {
-            match read(inner, ledger.through, expired_from).await? {
-                Some(snap) if snap.entry().manifest == ledger.through_root => {
-                    start = Some((ledger, snap));
-                }
-                _ => {}
+    let usable = previous.filter(|l| {
+        l.layout == LEDGER_LAYOUT
+            && l.oldest <= oldest
+            && (oldest..=latest.version()).contains(&l.through)
+    });
+    if let Some(ledger) = usable {
+        // Any failure bringing it forward (a version it must walk whose
+        // manifests a crashed vacuum half deleted) costs a rebuild over
+        // the retained versions only, never the vacuum.
+        match forward_from(inner, ledger, expired_from, latest).await {
+            Ok(Some(ledger)) => return Ok(finish(ledger, oldest)),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(table = %inner.name, error = %e, "rebuilding the vacuum ledger");
             }
         }
     }
-    let (mut ledger, mut prev) = match start {
-        Some(found) => found,
-        None => {
-            let snap = first_readable(inner, oldest, expired_from, latest).await?;
-            (seed(&snap, oldest).await?, snap)
+    let first = first_readable(inner, oldest, expired_from, latest).await?;
+    let ledger = seed(&first, oldest).await?;
+    let ledger = walk(inner, ledger, first, expired_from, latest).await?;
+    Ok(finish(ledger, oldest))
+}
+
+/// `ledger` brought forward to `latest`, or `None` if its `through` now
+/// reads another root than the one it names (another history).
+async fn forward_from(
+    inner: &Arc<TableInner>,
+    ledger: Ledger,
+    expired_from: u64,
+    latest: &Snapshot,
+) -> Result<Option<Ledger>> {
+    match read(inner, ledger.through, expired_from).await? {
+        Some(snap) if snap.entry().manifest == ledger.through_root => {
+            Ok(Some(walk(inner, ledger, snap, expired_from, latest).await?))
         }
-    };
-    let next = prev.version() + 1;
-    let mut later = futures::stream::iter(next..=latest.version())
+        _ => Ok(None),
+    }
+}
+
+/// Bring `ledger`, as of `from`, forward one version at a time to `latest`.
+async fn walk(
+    inner: &Arc<TableInner>,
+    mut ledger: Ledger,
+    from: Snapshot,
+    expired_from: u64,
+    latest: &Snapshot,
+) -> Result<Ledger> {
+    let mut prev = from;
+    let mut later = futures::stream::iter(prev.version() + 1..=latest.version())
         .map(|v| read(inner, v, expired_from))
         .buffered(8);
     while let Some(snap) = later.try_next().await? {
@@ -117,11 +166,16 @@ pub(crate) async fn retained(
         forward(&mut ledger, &prev, &snap).await?;
         prev = snap;
     }
+    Ok(ledger)
+}
+
+/// Drop what no version from `oldest` references.
+fn finish(mut ledger: Ledger, oldest: u64) -> Ledger {
     ledger
         .paths
         .retain(|_, last| last.is_none_or(|v| v >= oldest));
     ledger.oldest = oldest;
-    Ok(ledger)
+    ledger
 }
 
 /// Version `v`, or `None` if its metadata is gone and it was expired.
@@ -168,6 +222,7 @@ async fn seed(snap: &Snapshot, oldest: u64) -> Result<Ledger> {
     }
     paths.extend(months.into_iter().map(|m| (m.path, None)));
     Ok(Ledger {
+        layout: LEDGER_LAYOUT,
         oldest,
         through: snap.version(),
         through_root: snap.entry().manifest.clone(),

@@ -24,7 +24,9 @@
 //! and their Delta log entries before the checkpoint that the oldest kept
 //! version needs go too (see `crate::mirror::expired_entries`).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use chrono::NaiveDate;
 
 use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStoreExt, PutPayload};
@@ -41,6 +43,9 @@ use crate::staged_files::delete_files;
 use crate::table::Table;
 
 pub use crate::intent::MIN_RETENTION_MS;
+
+/// Where manifests live (`format::layout`), one directory per commit attempt.
+const MANIFESTS: &str = "_logbook/manifests";
 
 /// How to vacuum.
 #[derive(Debug, Clone, Copy)]
@@ -147,7 +152,7 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     }
 
     let mut report = VacuumReport::default();
-    for prefix in ["data", "_logbook/manifests"] {
+    for prefix in ["data", MANIFESTS] {
         for object in inner.list(prefix).await? {
             let rel = inner.location.relative(&object.location);
             if keep.contains(&rel) || protected_dirs.iter().any(|d| rel.starts_with(d.as_str())) {
@@ -184,6 +189,7 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         .deleted
         .retain(|rel| !live.iter().any(|d| rel.starts_with(d.as_str())));
     stale_markers.retain(|path| !refreshed.iter().any(|l| &l.path == path));
+    confirm_unreferenced(inner, &latest, &report.deleted).await?;
     // Stale markers first: a writer that comes back after its marker went
     // finds its files gone and fails, rather than committing them.
     delete_files(inner, &stale_markers).await;
@@ -193,6 +199,61 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     let pending = PendingCommit::new(latest.version(), run, Change::Vacuum { files_removed });
     report.version = Some(commit(inner, pending).await.map_err(|f| f.error)?.version);
     Ok(report)
+}
+
+/// The ledger is a cache, so the latest version confirms it before anything
+/// goes: none of `deleted` may be the latest's root, a span, the month
+/// manifest or a data file of a date among the candidates, or a dimension
+/// file. If one is, the ledger is dropped (the next vacuum rebuilds it)
+/// and nothing is deleted. Costs a GET per month with candidates.
+async fn confirm_unreferenced(
+    inner: &TableInner,
+    latest: &crate::Snapshot,
+    deleted: &[String],
+) -> Result<()> {
+    let mut live: HashSet<String> = HashSet::from([latest.entry().manifest.clone()]);
+    live.extend(latest.span_refs().iter().map(|s| s.path.clone()));
+    live.extend(latest.dimension_files().into_iter().map(|f| f.path));
+    let dates: BTreeSet<NaiveDate> = deleted
+        .iter()
+        .map(String::as_str)
+        .filter_map(candidate_date)
+        .collect();
+    for date in dates {
+        live.extend(latest.month_path(date).await?);
+        if let Some(p) = latest.partition(date).await? {
+            live.extend(p.files.into_iter().map(|f| f.path));
+        }
+    }
+    let Some(listed) = deleted.iter().find(|p| live.contains(*p)) else {
+        return Ok(());
+    };
+    retained::drop_stored(inner).await;
+    Err(Error::Corrupt {
+        table: inner.name.clone(),
+        path: listed.clone(),
+        reason: format!(
+            "vacuum's ledger ({}) counted it as unreferenced, yet version {} lists it; nothing was deleted and the ledger was dropped, so the next vacuum rebuilds it",
+            retained::LEDGER,
+            latest.version()
+        ),
+    })
+}
+
+/// The date a candidate for deletion belongs to: a data file's partition
+/// (`data/<column>=<date>/...`), or a month manifest's first day
+/// (`_logbook/manifests/<attempt>/<YYYY-MM>.json`).
+fn candidate_date(path: &str) -> Option<NaiveDate> {
+    if let Some(rest) = path.strip_prefix("data/") {
+        let (_, date) = rest.split('/').next()?.split_once('=')?;
+        return date.parse().ok();
+    }
+    let month = path
+        .strip_prefix(MANIFESTS)?
+        .rsplit('/')
+        .next()?
+        .strip_suffix(".json")?;
+    NaiveDate::parse_from_str(&format!("{month}-01"), "%Y-%m-%d").ok()
 }
 
 /// The store's current time: the modification time of a small object
