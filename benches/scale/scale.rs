@@ -2,8 +2,8 @@
 //! (one commit after the last) on tables of 10 commits and 10 partitions,
 //! 365 and 365 (a year: what status of a year reads at least), 1,000,000
 //! commits and 365 partitions, and 1,000,000 commits and 100,000
-//! partitions (274 years of days), in format 2 and, for comparison, format
-//! 1. `plan` is computed from a status, so it costs what status does. Then
+//! partitions (274 years of days), in format 2 and, for comparison, in
+//! format 1. `plan` is computed from a status, so it costs what status does. Then
 //! the same on a table of 10/10 in a warehouse of 1 table and of 1,000.
 //! Then `status` of 365 dates whose runs read a dimension with 10 and with
 //! 10,000 commits of history (real commits, spread over the year).

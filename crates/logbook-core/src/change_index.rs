@@ -24,7 +24,7 @@
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 
-use crate::format::DateRange;
+use crate::dates::DateRange;
 
 /// Past this many pieces the index is dropped (see the module doc).
 pub const MAX_PIECES: usize = 4096;

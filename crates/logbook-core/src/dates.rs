@@ -1,6 +1,22 @@
-//! Conversions between `NaiveDate` and Arrow's `Date32` (days since 1970-01-01).
+//! Business dates: conversions between `NaiveDate` and Arrow's `Date32` (days since 1970-01-01), and ranges of them.
 
 use chrono::{Datelike, NaiveDate};
+use serde::{Deserialize, Serialize};
+
+/// A range of business dates `[from, to)`; `to: None` means open-ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DateRange {
+    pub from: NaiveDate,
+    #[serde(default)]
+    pub to: Option<NaiveDate>,
+}
+
+impl DateRange {
+    /// Does the range include `date`?
+    pub fn contains(&self, date: NaiveDate) -> bool {
+        self.from <= date && self.to.is_none_or(|to| date < to)
+    }
+}
 
 const EPOCH_DAYS_CE: i32 = 719_163; // days from 0001-01-01 to 1970-01-01
 

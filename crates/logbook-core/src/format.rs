@@ -250,20 +250,7 @@ pub struct LogEntry {
     pub change: Option<String>,
 }
 
-/// A range of business dates `[from, to)`; `to: None` means open-ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DateRange {
-    pub from: NaiveDate,
-    #[serde(default)]
-    pub to: Option<NaiveDate>,
-}
-
-impl DateRange {
-    /// Does the range include `date`?
-    pub fn contains(&self, date: NaiveDate) -> bool {
-        self.from <= date && self.to.is_none_or(|to| date < to)
-    }
-}
+pub use crate::dates::DateRange;
 
 /// The root of one snapshot: the schema and one reference per span of
 /// months (format 2) or per month (format 1).

@@ -44,7 +44,7 @@ pub(super) async fn build(
     // The commit's mirror entry reads the new manifests right after.
     let cache = head.properties().mirror.is_some();
     let (changed, replaced, mut writes) = months(table, head, pending, next, cache).await?;
-    let index = spans::index(table, head, format, changed, next, cache).await?;
+    let index = spans::index(table, head, format, changed, next.attempt_id, cache).await?;
     writes.extend(index.writes.iter().cloned());
     let mut root = root(table, head, &pending.change, format, index, next.version)?;
     root.code_version = code_version(head, pending, format).await?;

@@ -17,8 +17,8 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use uuid::Uuid;
 
-use super::next::Next;
 use crate::error::{Error, Result};
 use crate::format::{layout, span_key_of_month, MonthRef, SpanManifest, SpanRef, FORMAT_SPANS};
 use crate::handle::TableInner;
@@ -35,6 +35,7 @@ pub(super) struct Index {
 /// The next version's index in `format`: the head's with the `changed`
 /// months (by key) in place. A head in format 1 moving to format 2 has
 /// every month placed under its span (the upgrade writes every span).
+/// New span manifests go under the commit attempt's `attempt_id`.
 /// `cache`: keep the span manifests written in the handle's cache (when
 /// the commit's mirror entry reads them right after).
 pub(super) async fn index(
@@ -42,7 +43,7 @@ pub(super) async fn index(
     head: &Snapshot,
     format: u32,
     changed: BTreeMap<String, MonthRef>,
-    next: &Next,
+    attempt_id: Uuid,
     cache: bool,
 ) -> Result<Index> {
     if format < FORMAT_SPANS {
@@ -75,7 +76,7 @@ pub(super) async fn index(
             span: span.clone(),
             months: months.into_values().collect(),
         };
-        let path = layout::span_manifest(next.attempt_id, &span);
+        let path = layout::span_manifest(attempt_id, &span);
         spans.insert(span, span_ref(&path, &manifest));
         writes.push((path.clone(), table.encode(&manifest)?));
         if cache {
