@@ -23,14 +23,20 @@ async fn open_ops(loc: &StorageLocation, store: &CountingStore) -> BTreeMap<&'st
     store.take()
 }
 
-#[tokio::test]
-async fn commit_and_open_cost_the_same_at_history_10_and_1000() {
+/// An empty table `orders` on a counting `memory://` store.
+async fn counted_table() -> (Arc<CountingStore>, StorageLocation, Table) {
     let store = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
     let loc = StorageLocation::from_store(store.clone(), "wh/orders", "memory://wh/orders");
     let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
     let t = Table::create(loc.clone(), "orders", schema, options())
         .await
         .unwrap();
+    (store, loc, t)
+}
+
+#[tokio::test]
+async fn commit_and_open_cost_the_same_at_history_10_and_1000() {
+    let (store, loc, t) = counted_table().await;
     let base = date("2026-01-01");
     // History of 10 commits over 10 dates in different months.
     for i in 0..9u64 {
@@ -137,6 +143,23 @@ async fn commit_and_open_cost_the_same_at_10_and_100_000_partitions() {
     assert!(format_1 > 256 << 10, "format 1 put {format_1} bytes");
 }
 
+/// `n` dimension commits moving customer `c-1` between `regions`, one a
+/// day from `from`, as runs `<run>-<i>`.
+async fn load(customers: &Table, from: chrono::NaiveDate, n: u64, regions: [&str; 2], run: &str) {
+    for i in 0..n {
+        let rows = crate::dimension::states(&[("c-1", regions[i as usize % 2])]);
+        let effective = from + chrono::Days::new(i);
+        customers
+            .apply_changes(
+                effective,
+                &[rows],
+                logbook::RunInfo::new(format!("{run}-{i}")),
+            )
+            .await
+            .unwrap();
+    }
+}
+
 /// Store operations and entries listed by `status` over 30 dates whose runs read `customers`
 /// at its latest version after `history` dimension commits, then `later`
 /// commits changing it from 2027 on (which leaves every date complete).
@@ -155,17 +178,14 @@ async fn status_ops(history: u64, later: u64) -> (BTreeMap<&'static str, usize>,
     )
     .unwrap();
     let customers = wh.create_table("customers", dim).await.unwrap();
-    for i in 0..history {
-        let rows = crate::dimension::states(&[("c-1", if i % 2 == 0 { "north" } else { "south" })]);
-        customers
-            .apply_changes(
-                date("2025-01-01") + chrono::Days::new(i),
-                &[rows],
-                RunInfo::new(format!("load-{i}")),
-            )
-            .await
-            .unwrap();
-    }
+    load(
+        &customers,
+        date("2025-01-01"),
+        history,
+        ["north", "south"],
+        "load",
+    )
+    .await;
     let read = customers.latest_version().await.unwrap();
     let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
     let t = wh.create_table("orders", schema).await.unwrap();
@@ -188,20 +208,28 @@ async fn status_ops(history: u64, later: u64) -> (BTreeMap<&'static str, usize>,
         w.write(&batch(d, 0..3, "x")).await.unwrap();
         w.commit().await.unwrap();
     }
-    for i in 0..later {
-        let rows = crate::dimension::states(&[("c-1", if i % 2 == 0 { "east" } else { "west" })]);
-        customers
-            .apply_changes(
-                date("2027-01-01") + chrono::Days::new(i),
-                &[rows],
-                RunInfo::new(format!("later-{i}")),
-            )
-            .await
-            .unwrap();
-    }
+    load(
+        &customers,
+        date("2027-01-01"),
+        later,
+        ["east", "west"],
+        "later",
+    )
+    .await;
+    counted_status(&wh, &store, None, first + chrono::Days::new(29)).await
+}
+
+/// Store operations and entries listed by `status` of `orders` from
+/// `from` to `to`, all 30 dates complete.
+async fn counted_status(
+    wh: &logbook::Warehouse,
+    store: &CountingStore,
+    from: Option<chrono::NaiveDate>,
+    to: chrono::NaiveDate,
+) -> (BTreeMap<&'static str, usize>, usize) {
     store.take();
     store.take_listed();
-    let s = logbook::lifecycle::status(&wh, "orders", None, first + chrono::Days::new(29))
+    let s = logbook::lifecycle::status(wh, "orders", from, to)
         .await
         .unwrap();
     assert_eq!(s.count(logbook::lifecycle::PartitionState::Complete), 30);
@@ -246,14 +274,7 @@ async fn generated_status_ops(partitions: u64) -> (BTreeMap<&'static str, usize>
     let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
     crate::synthetic::generate(&root.child("orders").unwrap(), schema, &spec).await;
     let wh = logbook::Warehouse::new(root, options());
-    store.take();
-    store.take_listed();
-    let from = last - chrono::Days::new(29);
-    let s = logbook::lifecycle::status(&wh, "orders", Some(from), last)
-        .await
-        .unwrap();
-    assert_eq!(s.count(logbook::lifecycle::PartitionState::Complete), 30);
-    (store.take(), store.take_listed())
+    counted_status(&wh, &store, Some(last - chrono::Days::new(29)), last).await
 }
 
 /// `status` of a range reads the manifests of that range, not of the
@@ -271,12 +292,7 @@ async fn status_of_30_dates_costs_the_same_at_100_and_100_000_partitions() {
 /// all retained.
 async fn vacuum_ops(history: u64) -> BTreeMap<&'static str, usize> {
     use logbook::maintenance::{vacuum, VacuumOptions};
-    let store = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
-    let loc = StorageLocation::from_store(store.clone(), "wh/orders", "memory://wh/orders");
-    let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
-    let t = Table::create(loc.clone(), "orders", schema, options())
-        .await
-        .unwrap();
+    let (store, loc, t) = counted_table().await;
     let day = |i: u64| date("2026-01-01") + chrono::Days::new(i % 12 * 31);
     for i in 0..history {
         replace(&t, day(i), 0..3, "h", &format!("h{i}")).await;

@@ -162,3 +162,20 @@ pub fn delta_mirror() -> logbook::TableProperties {
         ..Default::default()
     }
 }
+
+/// The first column of the first row of `sql`'s answer, as an `i64`.
+pub async fn first_i64(
+    ctx: &logbook::query::datafusion::prelude::SessionContext,
+    sql: &str,
+) -> i64 {
+    use arrow_array::cast::AsArray;
+    logbook::query::sql(ctx, sql)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap()[0]
+        .column(0)
+        .as_primitive::<arrow_array::types::Int64Type>()
+        .value(0)
+}

@@ -306,16 +306,7 @@ async fn time_travel_with_snapshot_and_pinned_versions() {
                 ..Default::default()
             };
             let ctx = session(&wh, opts, None).await.unwrap();
-            let rows = logbook::query::sql(&ctx, sql)
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap();
-            rows[0]
-                .column(0)
-                .as_primitive::<arrow_array::types::Int64Type>()
-                .value(0)
+            first_i64(&ctx, sql).await
         }
     };
     let q = "SELECT count(*) FROM orders WHERE date = DATE '2026-03-15'";
@@ -432,19 +423,6 @@ async fn a_job_that_computes_its_own_batches_records_the_same_lineage() {
         revenue(&wh, "2026-03-25", None).await,
         vec![("Hamburg".into(), 5.0), ("Munich".into(), 11.5)]
     );
-}
-
-/// The first column of the first row of `sql`'s result, an `Int64`.
-async fn first_i64(ctx: &logbook::query::datafusion::prelude::SessionContext, sql: &str) -> i64 {
-    logbook::query::sql(ctx, sql)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap()[0]
-        .column(0)
-        .as_primitive::<arrow_array::types::Int64Type>()
-        .value(0)
 }
 
 /// The tables a query names are opened concurrently before planning: on an

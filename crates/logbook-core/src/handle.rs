@@ -281,9 +281,11 @@ struct Generations<T> {
     previous: HashMap<String, Arc<T>>,
 }
 
-/// Manifests of one kind per generation: 341 years of months, or some
-/// hundreds of MB when each month holds large run records.
-const CACHED: usize = 4096;
+/// Manifests of one kind per generation: 85 years of months. A month of
+/// daily partitions whose runs record long input lists can be a MB, so a
+/// handle may hold up to 2 GB of them at worst (two generations); counted
+/// in entries, not bytes, as simply as the old unbounded cache was.
+const CACHED: usize = 1024;
 
 impl<T> Default for Cache<T> {
     fn default() -> Self {

@@ -177,11 +177,12 @@ pub async fn vacuum(warehouse: &Warehouse, args: VacuumArgs) -> Result<(), CliEr
         println!("{verb} {path}");
     }
     println!(
-        "table {}: {verb} {} file(s), {}; kept {} unreferenced file(s) younger than the retention",
+        "table {}: {verb} {} file(s), {}; kept {} unreferenced file(s) younger than the retention; read {} version(s)",
         table.name(),
         report.deleted.len(),
         bytesize::ByteSize::b(report.bytes),
-        report.kept_young
+        report.kept_young,
+        report.versions_read
     );
     Ok(())
 }

@@ -40,6 +40,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -77,16 +78,26 @@ impl Ledger {
     }
 }
 
-/// The stored ledger, if there is one that reads (one that does not is
-/// rebuilt, so an error here only costs the rebuild).
-pub(crate) async fn stored(inner: &TableInner) -> Option<Ledger> {
+/// The stored ledger, if there is one that reads. One that does not
+/// decode is rebuilt; a store that fails is an error (a vacuum retried
+/// later is cheap, a rebuild against a struggling store is not).
+pub(crate) async fn stored(inner: &TableInner) -> Result<Option<Ledger>> {
     match inner.get_json_opt::<Ledger>(LEDGER).await {
-        Ok(found) => found,
-        Err(e) => {
+        Err(e) if rebuilds(&e) => {
             tracing::warn!(table = %inner.name, error = %e, "rebuilding the vacuum ledger");
-            None
+            Ok(None)
         }
+        other => other,
     }
+}
+
+/// An error that means the ledger cannot be used (rebuild it), not that
+/// the store failed (stop).
+fn rebuilds(e: &Error) -> bool {
+    matches!(
+        e.kind(),
+        crate::ErrorKind::Corrupt | crate::ErrorKind::NotFound
+    )
 }
 
 /// Write `ledger` back for the next vacuum.
@@ -94,43 +105,58 @@ pub(crate) async fn store(inner: &TableInner, ledger: &Ledger) -> Result<()> {
     inner.put(LEDGER.to_string(), inner.encode(ledger)?).await
 }
 
-/// Drop the stored ledger (the next vacuum rebuilds it).
-pub(crate) async fn drop_stored(inner: &TableInner) {
-    crate::staged_files::delete_files(inner, &[LEDGER.to_string()]).await;
+/// Where a ledger the latest version contradicted is moved, for a look.
+const REJECTED: &str = "_logbook/vacuum-ledger.rejected.json";
+
+/// Move the stored ledger aside (the next vacuum rebuilds it); where it went.
+pub(crate) async fn set_aside(inner: &TableInner) -> Result<&'static str> {
+    let store = inner.location.store();
+    let (from, to) = (inner.location.path(LEDGER), inner.location.path(REJECTED));
+    store
+        .rename(&from, &to)
+        .await
+        .map_err(|e| Error::storage(LEDGER, e))?;
+    Ok(REJECTED)
 }
 
 /// The ledger of every path versions `oldest..=latest` reference, brought
 /// forward from `previous` where it covers the range (its `through` at or
-/// after `oldest`), else built afresh. Versions before `expired_from` whose
-/// metadata is gone (an earlier vacuum removed it) reference nothing.
+/// after `oldest`), else built afresh, and how many versions were read.
+/// Versions before `expired_from` whose metadata is gone (an earlier
+/// vacuum removed it) reference nothing.
 pub(crate) async fn retained(
     inner: &Arc<TableInner>,
     previous: Option<Ledger>,
     oldest: u64,
     expired_from: u64,
     latest: &Snapshot,
-) -> Result<Ledger> {
+) -> Result<(Ledger, u64)> {
     let usable = previous.filter(|l| {
         l.layout == LEDGER_LAYOUT
             && l.oldest <= oldest
             && (oldest..=latest.version()).contains(&l.through)
     });
     if let Some(ledger) = usable {
-        // Any failure bringing it forward (a version it must walk whose
+        let through = ledger.through;
+        // Metadata it must walk that is gone or unreadable (a version whose
         // manifests a crashed vacuum half deleted) costs a rebuild over
-        // the retained versions only, never the vacuum.
+        // the retained versions only; a failing store stops the vacuum.
         match forward_from(inner, ledger, expired_from, latest).await {
-            Ok(Some(ledger)) => return Ok(finish(ledger, oldest)),
+            Ok(Some(ledger)) => {
+                return Ok((finish(ledger, oldest), latest.version() - through + 1))
+            }
             Ok(None) => {}
-            Err(e) => {
+            Err(e) if rebuilds(&e) => {
                 tracing::warn!(table = %inner.name, error = %e, "rebuilding the vacuum ledger");
             }
+            Err(e) => return Err(e),
         }
     }
     let first = first_readable(inner, oldest, expired_from, latest).await?;
+    let read = latest.version() - first.version() + 1;
     let ledger = seed(&first, oldest).await?;
     let ledger = walk(inner, ledger, first, expired_from, latest).await?;
-    Ok(finish(ledger, oldest))
+    Ok((finish(ledger, oldest), read))
 }
 
 /// `ledger` brought forward to `latest`, or `None` if its `through` now

@@ -78,6 +78,10 @@ pub struct VacuumReport {
     pub kept_young: usize,
     /// The commit recording the vacuum (`None` for a dry run or when nothing was deleted).
     pub version: Option<u64>,
+    /// Versions whose metadata was read to learn what the retained versions
+    /// reference: the commits since the last vacuum when its ledger was
+    /// brought forward, every retained version when it was rebuilt.
+    pub versions_read: u64,
 }
 
 /// Vacuum `table`.
@@ -144,14 +148,18 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     // What versions `oldest..=latest` reference, from the last vacuum's
     // ledger brought forward (see `retained`). Written back before anything
     // is deleted; a dry run leaves it as it was.
-    let previous = retained::stored(inner).await;
-    let ledger = retained::retained(inner, previous, oldest, expired_from, &latest).await?;
+    let previous = retained::stored(inner).await?;
+    let (ledger, versions_read) =
+        retained::retained(inner, previous, oldest, expired_from, &latest).await?;
     keep.extend(ledger.paths().cloned());
     if !options.dry_run {
         retained::store(inner, &ledger).await?;
     }
 
-    let mut report = VacuumReport::default();
+    let mut report = VacuumReport {
+        versions_read,
+        ..Default::default()
+    };
     for prefix in ["data", MANIFESTS] {
         for object in inner.list(prefix).await? {
             let rel = inner.location.relative(&object.location);
@@ -171,6 +179,7 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         .deleted
         .extend(crate::mirror::expired_entries(inner, &latest, oldest).await?);
     report.deleted.sort();
+    confirm_unreferenced(inner, &latest, &report.deleted).await?;
     if options.dry_run || report.deleted.is_empty() {
         return Ok(report);
     }
@@ -189,7 +198,6 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         .deleted
         .retain(|rel| !live.iter().any(|d| rel.starts_with(d.as_str())));
     stale_markers.retain(|path| !refreshed.iter().any(|l| &l.path == path));
-    confirm_unreferenced(inner, &latest, &report.deleted).await?;
     // Stale markers first: a writer that comes back after its marker went
     // finds its files gone and fails, rather than committing them.
     delete_files(inner, &stale_markers).await;
@@ -202,10 +210,12 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
 }
 
 /// The ledger is a cache, so the latest version confirms it before anything
-/// goes: none of `deleted` may be the latest's root, a span, the month
-/// manifest or a data file of a date among the candidates, or a dimension
-/// file. If one is, the ledger is dropped (the next vacuum rebuilds it)
-/// and nothing is deleted. Costs a GET per month with candidates.
+/// goes (or is reported by a dry run): none of `deleted` may be the
+/// latest's root, a span, the month manifest or a data file of a date
+/// among the candidates, or a dimension file. If one is, the ledger is set
+/// aside (the next vacuum rebuilds it) and nothing is deleted. Costs a GET
+/// per month with candidates. Older retained versions are not confirmed:
+/// they are what the ledger is for.
 async fn confirm_unreferenced(
     inner: &TableInner,
     latest: &crate::Snapshot,
@@ -228,13 +238,17 @@ async fn confirm_unreferenced(
     let Some(listed) = deleted.iter().find(|p| live.contains(*p)) else {
         return Ok(());
     };
-    retained::drop_stored(inner).await;
+    let aside = match retained::set_aside(inner).await {
+        Ok(path) => {
+            format!("it was moved to {path}, so the next vacuum rebuilds it: run vacuum again")
+        }
+        Err(e) => format!("moving it aside failed ({e}): delete it, then run vacuum again"),
+    };
     Err(Error::Corrupt {
         table: inner.name.clone(),
-        path: listed.clone(),
+        path: retained::LEDGER.to_string(),
         reason: format!(
-            "vacuum's ledger ({}) counted it as unreferenced, yet version {} lists it; nothing was deleted and the ledger was dropped, so the next vacuum rebuilds it",
-            retained::LEDGER,
+            "vacuum's ledger counts {listed} as unreferenced, yet version {} lists it; nothing was deleted and the table's data is intact; {aside} (if this repeats, it is a logbook bug: report it)",
             latest.version()
         ),
     })
