@@ -92,14 +92,14 @@ pub async fn replace(
 
 /// The latest snapshot's entry for partition `d` (which must exist).
 pub async fn latest_partition(table: &Table, d: NaiveDate) -> logbook::PartitionEntry {
-    table
-        .latest()
+    latest_partition_opt(table, d)
         .await
-        .unwrap()
-        .partition(d)
-        .await
-        .unwrap()
         .unwrap_or_else(|| panic!("no partition {d} in {}", table.name()))
+}
+
+/// The latest snapshot's entry for partition `d`, if it has one.
+pub async fn latest_partition_opt(table: &Table, d: NaiveDate) -> Option<logbook::PartitionEntry> {
+    table.latest().await.unwrap().partition(d).await.unwrap()
 }
 
 /// The `(id, name)` rows of `d` at `snapshot`, sorted.

@@ -115,14 +115,7 @@ async fn a_writer_stalled_past_the_retention_refuses_to_commit_vacuumed_files() 
     let err = w.commit().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
     assert!(err.to_string().contains("run it again"), "{err}");
-    assert!(t
-        .latest()
-        .await
-        .unwrap()
-        .partition(d)
-        .await
-        .unwrap()
-        .is_none());
+    assert!(latest_partition_opt(&t, d).await.is_none());
     assert_whole(&t, "after the refused commit").await;
 }
 
@@ -224,14 +217,7 @@ async fn a_writer_that_stalls_mid_stream_fails_once_its_files_were_vacuumed() {
     let err = w.write(&batch(d, 6..8, "slow")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
     assert!(w.commit().await.is_err());
-    assert!(t
-        .latest()
-        .await
-        .unwrap()
-        .partition(d)
-        .await
-        .unwrap()
-        .is_none());
+    assert!(latest_partition_opt(&t, d).await.is_none());
 }
 
 #[tokio::test]

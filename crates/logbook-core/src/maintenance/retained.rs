@@ -83,21 +83,12 @@ impl Ledger {
 /// later is cheap, a rebuild against a struggling store is not).
 pub(crate) async fn stored(inner: &TableInner) -> Result<Option<Ledger>> {
     match inner.get_json_opt::<Ledger>(LEDGER).await {
-        Err(e) if rebuilds(&e) => {
+        Err(e) if gone(&e) => {
             tracing::warn!(table = %inner.name, error = %e, "rebuilding the vacuum ledger");
             Ok(None)
         }
         other => other,
     }
-}
-
-/// An error that means the ledger cannot be used (rebuild it), not that
-/// the store failed (stop).
-fn rebuilds(e: &Error) -> bool {
-    matches!(
-        e.kind(),
-        crate::ErrorKind::Corrupt | crate::ErrorKind::NotFound
-    )
 }
 
 /// Write `ledger` back for the next vacuum.
@@ -146,7 +137,7 @@ pub(crate) async fn retained(
                 return Ok((finish(ledger, oldest), latest.version() - through + 1))
             }
             Ok(None) => {}
-            Err(e) if rebuilds(&e) => {
+            Err(e) if gone(&e) => {
                 tracing::warn!(table = %inner.name, error = %e, "rebuilding the vacuum ledger");
             }
             Err(e) => return Err(e),
@@ -167,7 +158,12 @@ async fn forward_from(
     expired_from: u64,
     latest: &Snapshot,
 ) -> Result<Option<Ledger>> {
-    match read(inner, ledger.through, expired_from).await? {
+    let through = if ledger.through == latest.version() {
+        Some(latest.clone())
+    } else {
+        read(inner, ledger.through, expired_from).await?
+    };
+    match through {
         Some(snap) if snap.entry().manifest == ledger.through_root => {
             Ok(Some(walk(inner, ledger, snap, expired_from, latest).await?))
         }
@@ -212,7 +208,9 @@ async fn read(inner: &Arc<TableInner>, v: u64, expired_from: u64) -> Result<Opti
     }
 }
 
-/// A snapshot that cannot be read because its metadata is gone.
+/// An object that is missing or does not decode: a snapshot whose metadata
+/// is gone, or a ledger to rebuild. Anything else (the store failing)
+/// stops the vacuum.
 pub(crate) fn gone(e: &Error) -> bool {
     matches!(
         e.kind(),
