@@ -134,7 +134,7 @@ async fn main() {
 /// `rounds`, cases interleaved, and print medians with each one's ratio
 /// to case `base.0` (commit and open) or `base.1` (status and vacuum).
 async fn report(cases: &[Case], rounds: u64, base: (usize, usize)) {
-    let base = [base.0, base.0, base.1, base.1];
+    let base = [base.0, base.0, base.1, base.1, base.1];
     // A handle's first commit also checks that the store honours put-if-absent.
     for case in cases {
         commit(case, "warm-up").await;
@@ -157,20 +157,27 @@ async fn report(cases: &[Case], rounds: u64, base: (usize, usize)) {
         }
     }
     let status = status_times(cases, rounds).await;
-    let vacuums = vacuum_times(cases, rounds).await;
-    let medians: Vec<[Option<Duration>; 4]> = (0..cases.len())
+    let vacuums = vacuum_times(cases, rounds, NOW).await;
+    let full = vacuum_times(cases, rounds, FULL).await;
+    let medians: Vec<[Option<Duration>; 5]> = (0..cases.len())
         .map(|c| {
             let (commit, open) = (median(&times[c][0]), median(&times[c][1]));
-            [Some(commit), Some(open), Some(status[c]), vacuums[c]]
+            [
+                Some(commit),
+                Some(open),
+                Some(status[c]),
+                vacuums[c],
+                full[c],
+            ]
         })
         .collect();
     println!(
-        "| table | commit | ratio | open | ratio | status of 365 dates | ratio | vacuum | ratio |"
+        "| table | commit | ratio | open | ratio | status of 365 dates | ratio | vacuum | ratio | vacuum listing every file | ratio |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (c, case) in cases.iter().enumerate() {
         let mut row = format!("| {} |", case.label);
-        for m in 0..4 {
+        for m in 0..5 {
             row += &cell(medians[c][m], medians[base[m]][m]);
         }
         println!("{row}");
@@ -181,15 +188,19 @@ async fn report(cases: &[Case], rounds: u64, base: (usize, usize)) {
     );
 }
 
-/// Median time of a vacuum (retention 0) right after a commit, over
+/// Median time of a vacuum (`options`) right after a commit, over
 /// `rounds`, cases interleaved; the commit is not timed.
-async fn vacuum_times(cases: &[Case], rounds: u64) -> Vec<Option<Duration>> {
+async fn vacuum_times(
+    cases: &[Case],
+    rounds: u64,
+    options: VacuumOptions,
+) -> Vec<Option<Duration>> {
     let mut times: Vec<Vec<Duration>> = cases.iter().map(|_| Vec::new()).collect();
     for round in 0..rounds {
         for (c, case) in cases.iter().enumerate().filter(|(_, c)| c.vacuumed) {
             commit(case, &format!("before-vacuum-{round}")).await;
             let started = Instant::now();
-            vacuum(&case.table, NOW).await.unwrap();
+            vacuum(&case.table, options).await.unwrap();
             times[c].push(started.elapsed());
         }
     }
@@ -199,12 +210,19 @@ async fn vacuum_times(cases: &[Case], rounds: u64) -> Vec<Option<Duration>> {
         .collect()
 }
 
-/// Everything unreferenced and not being written is old enough.
+/// Everything unreferenced and not being written is old enough. The
+/// first vacuum of a table lists every file; later ones, within the hour,
+/// look only at what changed since (see `FULL` for one that lists).
 const NOW: VacuumOptions = VacuumOptions {
     retention_ms: 0,
     dry_run: false,
     force: true,
+    full: false,
 };
+
+/// The same, listing every file (what each vacuum did before the ledger
+/// released files by itself, and what one does at least once per retention).
+const FULL: VacuumOptions = VacuumOptions { full: true, ..NOW };
 
 /// ` t ms | ratio |`, or dashes when either was not measured.
 fn cell(t: Option<Duration>, base: Option<Duration>) -> String {

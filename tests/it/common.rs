@@ -7,6 +7,17 @@ use chrono::NaiveDate;
 use logbook::clock::{ManualClock, SequentialIds};
 use logbook::{RunInfo, StorageLocation, Table, TableOptions, TableSchema};
 
+/// A vacuum that deletes whatever nothing references or protects,
+/// however young, anywhere (it lists every file).
+pub fn sweep() -> logbook::maintenance::VacuumOptions {
+    logbook::maintenance::VacuumOptions {
+        retention_ms: 0,
+        force: true,
+        full: true,
+        ..Default::default()
+    }
+}
+
 /// The physical plan of `sql` in `ctx`, indented as `EXPLAIN` shows it.
 pub async fn plan_text(
     ctx: &logbook::query::datafusion::prelude::SessionContext,

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use logbook::clock::Clock;
-use logbook::maintenance::{expire, vacuum, Keep, VacuumOptions};
+use logbook::maintenance::{expire, vacuum, Keep};
 use logbook::{ErrorKind, RunInfo, StorageLocation, Table, TableOptions, TableSchema};
 
 use crate::common::*;
@@ -76,16 +76,7 @@ async fn conformance(root: StorageLocation) {
     // Expire all but the latest version, vacuum with no retention: the
     // retained versions still read, nothing referenced is gone.
     expire(&t, Keep::Last(1)).await.unwrap();
-    let report = vacuum(
-        &t,
-        VacuumOptions {
-            retention_ms: 0,
-            force: true,
-            dry_run: false,
-        },
-    )
-    .await
-    .unwrap();
+    let report = vacuum(&t, sweep()).await.unwrap();
     assert!(!report.deleted.is_empty());
     assert_eq!(rows(&t.at_version(v2).await.unwrap(), d).await.len(), 2);
     assert_eq!(

@@ -8,7 +8,7 @@ use chrono::NaiveDate;
 use futures::TryStreamExt;
 use logbook::clock::SystemClock;
 use logbook::lifecycle::{check, CheckDepth};
-use logbook::maintenance::{compact, expire, vacuum, CompactOptions, Keep, VacuumOptions};
+use logbook::maintenance::{compact, expire, vacuum, CompactOptions, Keep};
 use logbook::{Error, LogEntry, RunInfo, StorageLocation, Table, TableSchema, Warehouse};
 use object_store::memory::InMemory;
 
@@ -111,14 +111,6 @@ async fn run(w: &World, op: Op) -> Result<(), Error> {
             .map(|_| ()),
         Op::Expire => expire(&t, Keep::Last(1)).await.map(|_| ()),
         Op::Vacuum => vacuum(&t, sweep()).await.map(|_| ()),
-    }
-}
-
-fn sweep() -> VacuumOptions {
-    VacuumOptions {
-        retention_ms: 0,
-        force: true,
-        dry_run: false,
     }
 }
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use logbook::format::{RootManifest, SpanManifest};
-use logbook::maintenance::{vacuum, VacuumOptions};
+use logbook::maintenance::vacuum;
 use logbook::{ErrorKind, PropertiesChange, RunInfo, StorageLocation, Table, Warehouse};
 
 use crate::common::*;
@@ -192,12 +192,7 @@ async fn moving_to_format_2_keeps_every_partition_and_old_versions() {
     );
 
     // Vacuum keeps every span a retained version lists.
-    let sweep = VacuumOptions {
-        retention_ms: 0,
-        force: true,
-        dry_run: false,
-    };
-    vacuum(&orders, sweep).await.unwrap();
+    vacuum(&orders, sweep()).await.unwrap();
     let fresh = wh.table("orders").await.unwrap();
     for version in 0..=fresh.latest_version().await.unwrap() {
         let snap = fresh.at_version(version).await.unwrap();

@@ -53,7 +53,7 @@ async fn a_local_table_replaces_and_races_like_any_other() {
 /// empty directories (BENCHMARKS.md, "Web UI").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_files_leave_no_empty_directories_behind() {
-    use logbook::maintenance::{expire, vacuum, Keep, VacuumOptions};
+    use logbook::maintenance::{expire, vacuum, Keep};
     let dir = tempfile::tempdir().unwrap();
     let wh = Warehouse::new(
         logbook::StorageLocation::parse(dir.path().to_str().unwrap()).unwrap(),
@@ -72,12 +72,7 @@ async fn deleted_files_leave_no_empty_directories_behind() {
     assert!(left.is_empty(), "finished writes left {left:?}");
 
     expire(&t, Keep::Last(1)).await.unwrap();
-    let sweep = VacuumOptions {
-        retention_ms: 0,
-        force: true,
-        dry_run: false,
-    };
-    let report = vacuum(&t, sweep).await.unwrap();
+    let report = vacuum(&t, sweep()).await.unwrap();
     assert!(!report.deleted.is_empty());
     let writes = |date: &str| {
         std::fs::read_dir(dir.path().join(format!("orders/data/date={date}")))

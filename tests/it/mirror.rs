@@ -13,7 +13,7 @@ use object_store::{ObjectStoreExt, PutPayload};
 use serde_json::Value;
 
 use crate::common::{
-    batch, data_files, date, delta_mirror, object_bytes, objects, options, replace, SPEC,
+    batch, data_files, date, delta_mirror, object_bytes, objects, options, replace, sweep, SPEC,
 };
 
 async fn mirrored_table(name: &str) -> Table {
@@ -383,9 +383,8 @@ async fn vacuum_trims_the_delta_log_before_the_checkpoint_the_oldest_kept_versio
     let dry = vacuum(
         &t,
         VacuumOptions {
-            retention_ms: 0,
             dry_run: true,
-            force: true,
+            ..sweep()
         },
     )
     .await
@@ -402,16 +401,7 @@ async fn vacuum_trims_the_delta_log_before_the_checkpoint_the_oldest_kept_versio
         251 + 2 + 1 + 1,
         "a dry run deletes nothing"
     );
-    vacuum(
-        &t,
-        VacuumOptions {
-            retention_ms: 0,
-            dry_run: false,
-            force: true,
-        },
-    )
-    .await
-    .unwrap();
+    vacuum(&t, sweep()).await.unwrap();
     let left = objects(&t, "_delta_log").await;
     assert_eq!(
         left.first().map(String::as_str),
@@ -458,7 +448,7 @@ async fn a_delta_log_left_by_an_earlier_table_is_never_taken_for_ours() {
 
 #[tokio::test]
 async fn a_mirror_turned_on_again_after_its_base_was_vacuumed_rebuilds_from_deltas_state() {
-    use logbook::maintenance::{expire, vacuum, Keep, VacuumOptions};
+    use logbook::maintenance::{expire, vacuum, Keep};
     let t = mirrored_table("m_reseed").await;
     replace(&t, date("2026-03-15"), 0..5, "a", "r1").await;
     t.set_mirror(None).await.unwrap();
@@ -466,12 +456,7 @@ async fn a_mirror_turned_on_again_after_its_base_was_vacuumed_rebuilds_from_delt
     replace(&t, date("2026-03-15"), 0..3, "b", "r2").await;
     replace(&t, date("2026-03-16"), 0..3, "b", "r3").await;
     expire(&t, Keep::Last(1)).await.unwrap();
-    let sweep = VacuumOptions {
-        retention_ms: 0,
-        dry_run: false,
-        force: true,
-    };
-    vacuum(&t, sweep).await.unwrap();
+    vacuum(&t, sweep()).await.unwrap();
     let status = t.mirror_status().await.unwrap();
     assert!(
         !status.enabled && status.delta_version == Some(1),

@@ -156,14 +156,9 @@ async fn restaging_a_date_replaces_its_record_and_drop_leaves_the_files_to_vacuu
     assert_eq!(stage.clone().drop_stage().await.unwrap(), 1);
     assert!(t.existing_stage("s").await.is_err());
     assert_eq!(data_files(&t).await.len(), committed.len() + 2);
-    let sweep = logbook::maintenance::VacuumOptions {
-        retention_ms: 0,
-        force: true,
-        dry_run: false,
-    };
     // The store's clock has millisecond steps: let it move past the files.
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    logbook::maintenance::vacuum(&t, sweep).await.unwrap();
+    logbook::maintenance::vacuum(&t, sweep()).await.unwrap();
     assert_eq!(data_files(&t).await, committed);
     assert_eq!(rows(&t.latest().await.unwrap(), d).await.len(), 1);
 }

@@ -3,6 +3,7 @@
 //! within the retention; and what a writer that stalled past the retention
 //! must do before committing.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use chrono::NaiveDate;
@@ -286,21 +287,51 @@ async fn ledger_range(t: &Table) -> Option<(u64, u64)> {
     ))
 }
 
-/// A dry run with the stored ledger and one without it (built afresh)
-/// report the same; then a real vacuum. Whether the ledger was brought
-/// forward: the vacuum read only the versions from the ledger's `through`.
-async fn vacuum_both_ways(t: &Table, options: VacuumOptions, what: &str) -> bool {
+/// A dry run with the stored ledger and one without it (built afresh),
+/// both listing every file, report the same; one going by the ledger
+/// alone, as the options say, reports a part of that, missing only files
+/// no readable version references (orphans, which wait for a listing);
+/// then a real vacuum. Returns whether the ledger was brought forward (the
+/// vacuum read only the versions from the ledger's `through`) and whether
+/// the vacuum went by the ledger alone and deleted something.
+/// `committed`: every data file a version has listed (without it, the
+/// ledger alone must miss nothing).
+async fn vacuum_both_ways(
+    t: &Table,
+    options: VacuumOptions,
+    committed: Option<&HashSet<String>>,
+    what: &str,
+) -> (bool, bool) {
     let dry = VacuumOptions {
         dry_run: true,
         ..options
     };
     let before = ledger_range(t).await;
     let latest = t.latest_version().await.unwrap();
-    let with = vacuum(t, dry).await.unwrap();
+    let with = vacuum(t, VacuumOptions { full: true, ..dry })
+        .await
+        .unwrap();
+    let routine = vacuum(t, dry).await.unwrap();
     let ledger = take_ledger(t).await;
     let afresh = vacuum(t, dry).await.unwrap();
+    assert!(afresh.listed_everything, "{what}: a new ledger lists");
     assert_eq!(with.deleted, afresh.deleted, "{what}");
     assert_eq!(with.kept_young, afresh.kept_young, "{what}");
+    let missed: Vec<&String> = afresh
+        .deleted
+        .iter()
+        .filter(|p| !routine.deleted.contains(p))
+        .collect();
+    assert!(
+        routine.deleted.iter().all(|p| afresh.deleted.contains(p)),
+        "{what}: {routine:?} vs {afresh:?}"
+    );
+    assert!(
+        missed
+            .iter()
+            .all(|p| committed.is_some_and(|c| !c.contains(*p))),
+        "{what}: the ledger alone missed released files: {missed:?}"
+    );
     assert!(
         take_ledger(t).await.is_none(),
         "{what}: a dry run wrote a ledger"
@@ -312,12 +343,20 @@ async fn vacuum_both_ways(t: &Table, options: VacuumOptions, what: &str) -> bool
         && with.versions_read < afresh.versions_read;
     let done = vacuum(t, options).await.unwrap();
     assert_eq!(done.versions_read, with.versions_read, "{what}");
+    assert_eq!(done.deleted, routine.deleted, "{what}");
     assert_retained_read(t, what).await;
     assert!(
         ledger_range(t).await.is_some(),
         "a vacuum writes its ledger"
     );
-    forward
+    (forward, !done.listed_everything && !done.deleted.is_empty())
+}
+
+/// Add the data files `t`'s latest version lists to `committed`.
+async fn note_committed(t: &Table, committed: &mut HashSet<String>) {
+    for p in t.latest().await.unwrap().partitions().await.unwrap() {
+        committed.extend(p.files.into_iter().map(|f| f.path));
+    }
 }
 
 /// A vacuum brings the ledger of the last one forward instead of reading
@@ -345,8 +384,10 @@ async fn a_vacuum_ledger_brought_forward_judges_as_one_built_afresh() {
             .wrapping_add(1_442_695_040_888_963_407);
         (seed >> 33) % n
     };
-    let mut brought_forward = 0;
+    let (mut brought_forward, mut by_ledger_alone) = (0, 0);
+    let mut committed = HashSet::new();
     for step in 0..100 {
+        note_committed(&t, &mut committed).await;
         match next(11) {
             0..=4 => {
                 let d = dates[next(dates.len() as u64) as usize];
@@ -391,9 +432,10 @@ async fn a_vacuum_ledger_brought_forward_judges_as_one_built_afresh() {
                 if let Some(bytes) = after {
                     put_ledger(&t, bytes).await;
                 }
-                if vacuum_both_ways(&t, options, &format!("step {step}")).await {
-                    brought_forward += 1;
-                }
+                let what = format!("step {step}");
+                let (forward, alone) = vacuum_both_ways(&t, options, Some(&committed), &what).await;
+                brought_forward += forward as u32;
+                by_ledger_alone += alone as u32;
             }
         }
         clock.advance(next(4) as i64 * HOUR / 2);
@@ -401,6 +443,10 @@ async fn a_vacuum_ledger_brought_forward_judges_as_one_built_afresh() {
     assert!(
         brought_forward >= 5,
         "only {brought_forward} vacuums brought a ledger forward"
+    );
+    assert!(
+        by_ledger_alone >= 2,
+        "only {by_ledger_alone} vacuums deleted going by the ledger alone"
     );
 }
 
@@ -429,21 +475,19 @@ async fn a_vacuum_ledger_follows_dimensions_and_the_move_to_format_2() {
         clock.advance(2 * HOUR);
         if i % 3 == 2 {
             expire(&dim, Keep::Last(2)).await.unwrap();
-            forward += vacuum_both_ways(&dim, one_hour(), &format!("dimension {i}")).await as u32;
+            forward += vacuum_both_ways(&dim, one_hour(), None, &format!("dimension {i}"))
+                .await
+                .0 as u32;
         }
     }
     assert!(forward >= 2, "{forward}");
 
     let (_dir, fixture) = crate::format::fixture();
     let orders = fixture.table("orders").await.unwrap();
-    let force = VacuumOptions {
-        retention_ms: 0,
-        force: true,
-        dry_run: false,
-    };
+    let force = sweep();
     let d = date("2026-03-16");
     let mut steps = Vec::new();
-    steps.push(vacuum_both_ways(&orders, force, "format 1").await);
+    steps.push(vacuum_both_ways(&orders, force, None, "format 1").await.0);
     crate::format::rewrite(&orders, d, "f1").await;
     let up = logbook::PropertiesChange {
         format: Some(2),
@@ -451,9 +495,13 @@ async fn a_vacuum_ledger_follows_dimensions_and_the_move_to_format_2() {
     };
     orders.alter(up).await.unwrap();
     crate::format::rewrite(&orders, d, "f2").await;
-    steps.push(vacuum_both_ways(&orders, force, "moved to format 2").await);
+    steps.push(
+        vacuum_both_ways(&orders, force, None, "moved to format 2")
+            .await
+            .0,
+    );
     crate::format::rewrite(&orders, date("2024-12-31"), "f2-again").await;
-    steps.push(vacuum_both_ways(&orders, force, "format 2").await);
+    steps.push(vacuum_both_ways(&orders, force, None, "format 2").await.0);
     assert_eq!(steps, [false, true, true]);
 }
 
@@ -475,11 +523,14 @@ async fn a_ledger_the_latest_version_contradicts_deletes_nothing() {
     let bytes = take_ledger(&t).await.unwrap();
     let mut ledger: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     for f in &current {
-        ledger["paths"][f] = serde_json::json!(0);
+        ledger["superseded"][f] = serde_json::json!(0);
     }
     put_ledger(&t, serde_json::to_vec(&ledger).unwrap().into()).await;
-    replace(&t, other, 0..3, "third", "third").await;
-    clock.advance(2 * HOUR);
+    // Another month: a commit rewriting d's month would list d's files
+    // again, and the walk would mend the ledger.
+    replace(&t, date("2026-04-01"), 0..3, "third", "third").await;
+    // Within the hour of the last full listing: the vacuum goes by the
+    // ledger alone (one that lists keeps what the latest reads anyway).
     let before = data_files(&t).await;
     let err = vacuum(&t, one_hour()).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
@@ -499,6 +550,57 @@ async fn a_ledger_the_latest_version_contradicts_deletes_nothing() {
         "the rebuild kept them"
     );
     assert_retained_read(&t, "after the rebuild").await;
+}
+
+/// Between full listings a vacuum looks only at what changed: the files
+/// of a write abandoned before committing (its marker left behind) go,
+/// found through the marker; files nothing names (a commit attempt that
+/// crashed, a write whose marker could not be written) stay until a
+/// vacuum lists every file, which one does a retention after the last.
+#[tokio::test]
+async fn between_full_listings_a_vacuum_finds_abandoned_writes_by_their_markers() {
+    use object_store::{ObjectStoreExt, PutPayload};
+    let (wh, clock) = aged_warehouse();
+    let t = tiny_table(&wh).await;
+    let d = date("2026-03-15");
+    replace(&t, d, 0..2, "first", "first").await;
+    let committed = data_files(&t).await;
+    let run = RunInfo::new("abandoned");
+    let mut abandoned = t.replace_partition(d, run).await.unwrap();
+    abandoned.write(&batch(d, 0..6, "abandoned")).await.unwrap();
+    let staged: Vec<String> = data_files(&t)
+        .await
+        .into_iter()
+        .filter(|f| !committed.contains(f))
+        .collect();
+    assert!(staged.len() >= 3, "{staged:?}");
+    let unnamed = [
+        "_logbook/manifests/00000000-0000-0000-0000-00000000dead/root.json".to_string(),
+        "data/date=2026-03-15/00000000-0000-0000-0000-00000000beef/part-0.parquet".to_string(),
+    ];
+    let loc = t.location();
+    for p in &unnamed {
+        let path = loc.path(p);
+        let bytes = PutPayload::from_static(b"x");
+        loc.store().put(&path, bytes).await.unwrap();
+    }
+    clock.advance(HOUR / 2);
+    let first = vacuum(&t, one_hour()).await.unwrap();
+    assert!(first.listed_everything, "a new ledger lists every file");
+    assert!(first.deleted.is_empty(), "{first:?}");
+    clock.advance(3 * HOUR / 4);
+    let routine = vacuum(&t, one_hour()).await.unwrap();
+    assert!(!routine.listed_everything, "{routine:?}");
+    assert_eq!(routine.deleted, staged, "the abandoned write's files");
+    let left = objects(&t, "").await;
+    assert!(unnamed.iter().all(|p| left.contains(p)), "{left:?}");
+    clock.advance(HOUR / 2);
+    let listing = vacuum(&t, one_hour()).await.unwrap();
+    assert!(listing.listed_everything, "a retention after the last");
+    assert_eq!(listing.deleted, unnamed, "what nothing names");
+    assert_eq!(data_files(&t).await, committed);
+    assert_whole(&t, "after the vacuums").await;
+    drop(abandoned);
 }
 
 /// A ledger is used only for the history it was built from: one copied

@@ -158,6 +158,11 @@ pub struct VacuumArgs {
     /// Allow a retention under one hour.
     #[arg(long)]
     force: bool,
+    /// List every file to find orphans of failed writes anywhere (done
+    /// anyway once per retention; otherwise vacuum looks only at what
+    /// changed since the last one).
+    #[arg(long)]
+    full: bool,
 }
 
 pub async fn vacuum(warehouse: &Warehouse, args: VacuumArgs) -> Result<(), CliError> {
@@ -166,6 +171,7 @@ pub async fn vacuum(warehouse: &Warehouse, args: VacuumArgs) -> Result<(), CliEr
         retention_ms: args.retention.as_millis() as i64,
         dry_run: args.dry_run,
         force: args.force,
+        full: args.full,
     };
     let report = maintenance::vacuum(&table, options).await?;
     let verb = if args.dry_run {
@@ -176,8 +182,13 @@ pub async fn vacuum(warehouse: &Warehouse, args: VacuumArgs) -> Result<(), CliEr
     for path in &report.deleted {
         println!("{verb} {path}");
     }
+    let looked = if report.listed_everything {
+        "listed every file"
+    } else {
+        "looked at what changed since the last vacuum"
+    };
     println!(
-        "table {}: {verb} {} file(s), {}; kept {} unreferenced file(s) younger than the retention; read {} version(s)",
+        "table {}: {verb} {} file(s), {}; kept {} unreferenced file(s) younger than the retention; read {} version(s), {looked}",
         table.name(),
         report.deleted.len(),
         bytesize::ByteSize::b(report.bytes),

@@ -1,21 +1,29 @@
-//! What the retained versions reference, carried from one vacuum to the
-//! next so a vacuum reads only what changed since the last.
+//! What retained versions stopped referencing, carried from one vacuum to
+//! the next so a vacuum reads only what changed since the last.
 //!
 //! Path: `_logbook/vacuum-ledger.json`, overwritten by each vacuum. It
 //! lists every path (root, span and month manifests, data and dimension
-//! files) some version from `oldest` to `through` references, each with the
-//! last version that does (`None`: `through` still does).
+//! files) that some version from `oldest` on referenced and `through` no
+//! longer does, each with the last version that did. What `through`
+//! references is not listed: `through` itself says it. An entry whose last
+//! version is before `oldest` is released: no retained version reads it,
+//! so vacuum deletes it, and the entry stays until a later vacuum finds
+//! the file gone (a crash between writing the ledger and deleting loses
+//! nothing).
 //!
 //! Lifecycle: a vacuum reads the ledger and, when it covers the vacuum's
 //! range (its `oldest` at or before the vacuum's, its `through` at or
 //! before the latest and still the same version: the root it names is the
-//! one that version reads), brings it forward one commit at a time: a
+//! one that version reads), brings it forward one commit at a time (from
+//! a `through` an expiry has since passed too: the commits since the last
+//! vacuum are what it must read either way; one whose metadata is gone is
+//! skipped, so what it alone added and dropped is left to a listing): a
 //! commit's root, the spans it rewrote, and the old and new manifests of
 //! the months it changed. Otherwise (none, unreadable, another table's, or
-//! a longer retention than before) it is built afresh from the oldest
-//! retained version's full listing and brought forward the same way.
-//! Entries last referenced before the vacuum's oldest are then dropped and
-//! the ledger is written back before anything is deleted.
+//! a longer retention than before) it is built afresh by walking every
+//! retained version the same way; what versions before the oldest released
+//! is then unknown, so that vacuum lists every file. The ledger is written
+//! back before anything is deleted.
 //!
 //! Guarantee: the ledger is a function of immutable history (which version
 //! references which path) and of the range it names, so who wrote it, and
@@ -25,16 +33,17 @@
 //!
 //! Cost: the GETs of the commits since the last vacuum and the months they
 //! changed, plus one read and one write of the ledger, whose size grows
-//! with the objects retained versions reference: data files, and each
-//! retained version's root and the span and month manifests it wrote (a
-//! million retained versions are millions of paths, as they are millions
-//! of objects in vacuum's listing; expire bounds both). Delta's
-//! checkpoint, which keeps recent `remove` actions as tombstones for its
-//! vacuum, is the same size class. Without it, every vacuum read every retained version's
+//! with what retained versions superseded (each retained version's root
+//! and manifests among them: expire bounds it), not with the table. The
+//! first layout listed every path retained versions referenced, current
+//! ones too, so at 100,000 partitions each vacuum read and wrote 100,000
+//! entries. Without a ledger, every vacuum read every retained version's
 //! root and every month manifest they list. Alternatives: tombstones in
 //! the root (every commit would rewrite them until a vacuum drops them:
 //! commit cost growing between vacuums), or in the log entries (a vacuum
 //! would still read every entry since the oldest retained version).
+//! Delta's checkpoint keeps recent `remove` actions for its vacuum in the
+//! same way.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -51,30 +60,74 @@ use crate::snapshot::Snapshot;
 /// Where the ledger lives.
 pub(crate) const LEDGER: &str = "_logbook/vacuum-ledger.json";
 
-/// What a ledger's fields mean; one written in another layout is rebuilt.
-const LEDGER_LAYOUT: u32 = 1;
+/// What a ledger's fields mean; one written in another layout is rebuilt
+/// (layout 1 listed current references too, and dropped released ones).
+const LEDGER_LAYOUT: u32 = 2;
 
 /// See the module doc.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Ledger {
     /// [`LEDGER_LAYOUT`].
     layout: u32,
-    /// The oldest version whose references are listed.
+    /// The oldest retained version when the ledger was written: entries
+    /// last referenced before it are released.
     oldest: u64,
-    /// The latest version whose references are listed.
+    /// The latest version the ledger was brought forward to.
     through: u64,
     /// `through`'s root manifest: a ledger whose `through` now reads
     /// another root (the table was dropped and created again) is not used.
     through_root: String,
-    /// Each referenced path and the last version referencing it
-    /// (`None`: `through` does).
-    paths: HashMap<String, Option<u64>>,
+    /// When (store time, ms) a vacuum last listed every file with this
+    /// ledger; `None`: none has.
+    listed_ms: Option<i64>,
+    /// Each path some version from `oldest` on (or a released one)
+    /// referenced and `through` does not, with the last version that did.
+    superseded: HashMap<String, u64>,
 }
 
 impl Ledger {
-    /// Every path some version from `oldest` on references.
-    pub(crate) fn paths(&self) -> impl Iterator<Item = &String> {
-        self.paths.keys()
+    /// Whether a retained version other than the latest references `path`.
+    pub(crate) fn keeps(&self, path: &str) -> bool {
+        self.superseded.get(path).is_some_and(|&v| v >= self.oldest)
+    }
+
+    /// The paths retained versions other than the latest reference.
+    pub(crate) fn kept(&self) -> impl Iterator<Item = &String> {
+        self.superseded
+            .iter()
+            .filter(|(_, &v)| v >= self.oldest)
+            .map(|(p, _)| p)
+    }
+
+    /// The paths no retained version references, sorted.
+    pub(crate) fn released(&self) -> Vec<String> {
+        let mut paths: Vec<String> = self
+            .superseded
+            .iter()
+            .filter(|(_, &v)| v < self.oldest)
+            .map(|(p, _)| p.clone())
+            .collect();
+        paths.sort();
+        paths
+    }
+
+    /// Forget released paths whose files are gone.
+    pub(crate) fn forget<'a>(&mut self, gone: impl IntoIterator<Item = &'a String>) {
+        for path in gone {
+            if self.superseded.get(path).is_some_and(|&v| v < self.oldest) {
+                self.superseded.remove(path);
+            }
+        }
+    }
+
+    /// When a vacuum last listed every file with this ledger.
+    pub(crate) fn listed_ms(&self) -> Option<i64> {
+        self.listed_ms
+    }
+
+    /// Record that this vacuum lists every file, at store time `now_ms`.
+    pub(crate) fn set_listed(&mut self, now_ms: i64) {
+        self.listed_ms = Some(now_ms);
     }
 }
 
@@ -110,22 +163,21 @@ pub(crate) async fn set_aside(inner: &TableInner) -> Result<&'static str> {
     Ok(REJECTED)
 }
 
-/// The ledger of every path versions `oldest..=latest` reference, brought
-/// forward from `previous` where it covers the range (its `through` at or
-/// after `oldest`), else built afresh, and how many versions were read.
-/// Versions before `expired_from` whose metadata is gone (an earlier
-/// vacuum removed it) reference nothing.
+/// A ledger for versions `oldest..=latest`, how many versions were read
+/// to make it, and whether it was built afresh (so what versions before
+/// `oldest` released is unknown). Brought forward from `previous` where
+/// it covers the range, else built by walking from the first readable
+/// version from `oldest`. Versions before `expired_from` whose metadata is
+/// gone (an earlier vacuum removed it) reference nothing.
 pub(crate) async fn retained(
     inner: &Arc<TableInner>,
     previous: Option<Ledger>,
     oldest: u64,
     expired_from: u64,
     latest: &Snapshot,
-) -> Result<(Ledger, u64)> {
+) -> Result<(Ledger, u64, bool)> {
     let usable = previous.filter(|l| {
-        l.layout == LEDGER_LAYOUT
-            && l.oldest <= oldest
-            && (oldest..=latest.version()).contains(&l.through)
+        l.layout == LEDGER_LAYOUT && l.oldest <= oldest && l.through <= latest.version()
     });
     if let Some(ledger) = usable {
         let through = ledger.through;
@@ -133,8 +185,9 @@ pub(crate) async fn retained(
         // manifests a crashed vacuum half deleted) costs a rebuild over
         // the retained versions only; a failing store stops the vacuum.
         match forward_from(inner, ledger, expired_from, latest).await {
-            Ok(Some(ledger)) => {
-                return Ok((finish(ledger, oldest), latest.version() - through + 1))
+            Ok(Some(mut ledger)) => {
+                ledger.oldest = oldest;
+                return Ok((ledger, latest.version() - through + 1, false));
             }
             Ok(None) => {}
             Err(e) if gone(&e) => {
@@ -145,9 +198,16 @@ pub(crate) async fn retained(
     }
     let first = first_readable(inner, oldest, expired_from, latest).await?;
     let read = latest.version() - first.version() + 1;
-    let ledger = seed(&first, oldest).await?;
-    let ledger = walk(inner, ledger, first, expired_from, latest).await?;
-    Ok((finish(ledger, oldest), read))
+    let fresh = Ledger {
+        layout: LEDGER_LAYOUT,
+        oldest,
+        through: first.version(),
+        through_root: first.entry().manifest.clone(),
+        listed_ms: None,
+        superseded: HashMap::new(),
+    };
+    let ledger = walk(inner, fresh, first, expired_from, latest).await?;
+    Ok((ledger, read, true))
 }
 
 /// `ledger` brought forward to `latest`, or `None` if its `through` now
@@ -191,15 +251,6 @@ async fn walk(
     Ok(ledger)
 }
 
-/// Drop what no version from `oldest` references.
-fn finish(mut ledger: Ledger, oldest: u64) -> Ledger {
-    ledger
-        .paths
-        .retain(|_, last| last.is_none_or(|v| v >= oldest));
-    ledger.oldest = oldest;
-    ledger
-}
-
 /// Version `v`, or `None` if its metadata is gone and it was expired.
 async fn read(inner: &Arc<TableInner>, v: u64, expired_from: u64) -> Result<Option<Snapshot>> {
     match inner.snapshot(v).await {
@@ -234,60 +285,42 @@ async fn first_readable(
     Ok(latest.clone())
 }
 
-/// A ledger of everything `snap` references.
-async fn seed(snap: &Snapshot, oldest: u64) -> Result<Ledger> {
-    let mut paths: HashMap<String, Option<u64>> = HashMap::new();
-    for path in top(snap) {
-        paths.insert(path, None);
-    }
+/// Every path `snap` references: its root, spans, month manifests, and
+/// data or dimension files. Reads every month: what a vacuum that lists
+/// every file keeps besides the ledger's entries.
+pub(crate) async fn referenced(snap: &Snapshot) -> Result<HashSet<String>> {
+    let mut paths = top(snap);
     let months = snap.month_refs().await?;
-    for path in files(snap, months.iter()).await? {
-        paths.insert(path, None);
-    }
-    paths.extend(months.into_iter().map(|m| (m.path, None)));
-    Ok(Ledger {
-        layout: LEDGER_LAYOUT,
-        oldest,
-        through: snap.version(),
-        through_root: snap.entry().manifest.clone(),
-        paths,
-    })
+    paths.extend(files(snap, months.iter()).await?);
+    paths.extend(months.into_iter().map(|m| m.path));
+    Ok(paths)
 }
 
 /// Bring `ledger` (through `prev`) forward to `next`: what `prev`
 /// referenced and `next` does not was last referenced by `prev`; what
-/// `next` adds is referenced by the latest.
+/// `next` references again is current, so no longer superseded.
 async fn forward(ledger: &mut Ledger, prev: &Snapshot, next: &Snapshot) -> Result<()> {
-    let last = Some(prev.version());
+    let last = prev.version();
     let (before, after) = (top(prev), top(next));
-    for path in before.difference(&after) {
-        ledger.paths.insert(path.clone(), last);
-    }
-    for path in after.difference(&before) {
-        ledger.paths.insert(path.clone(), None);
-    }
     let (dropped, added) = changed_months(prev, next).await?;
     // A file lives in one month, so comparing the union of the rewritten
     // months before and after finds what the commit dropped and added.
-    let was = files(prev, dropped.iter()).await?;
-    let is = files(next, added.iter()).await?;
-    for m in dropped {
-        ledger.paths.insert(m.path, last);
-    }
-    for m in added {
-        ledger.paths.insert(m.path, None);
-    }
+    let mut was = files(prev, dropped.iter()).await?;
+    let mut is = files(next, added.iter()).await?;
+    was.extend(before);
+    was.extend(dropped.into_iter().map(|m| m.path));
+    is.extend(after);
+    is.extend(added.into_iter().map(|m| m.path));
     for path in was.difference(&is) {
-        ledger.paths.insert(path.clone(), last);
+        ledger.superseded.insert(path.clone(), last);
     }
-    for path in is.difference(&was) {
-        ledger.paths.insert(path.clone(), None);
+    for path in &is {
+        ledger.superseded.remove(path);
     }
     ledger.through = next.version();
     ledger.through_root = next.entry().manifest.clone();
     Ok(())
 }
-
 /// The months `prev` lists and `next` does not (by manifest path), and
 /// the other way round. Between format 2 versions only the spans the
 /// commit rewrote are read.

@@ -10,6 +10,18 @@
 //! anything else under `data/` and `_logbook/manifests/` last modified
 //! before `now - retention`, and markers as old.
 //!
+//! What is looked at: a vacuum reads only what changed since the last one
+//! (its ledger, `retained`): the files retained versions released, and the
+//! staging directories of writes whose markers went stale. Orphans left
+//! anywhere else (a commit attempt or a write that crashed without a
+//! marker) are found by listing every file, which a vacuum does when
+//! asked ([`VacuumOptions::full`]), when its ledger is new, and otherwise
+//! once per retention (at least an hour apart), so every orphan goes
+//! within two retentions of its write. Delta's
+//! `VACUUM` lists every file each time (its `LITE` mode reads the log
+//! instead and never finds orphans); Iceberg splits the two into
+//! `expire_snapshots` and `remove_orphan_files`.
+//!
 //! One clock: the store's. `now` is the modification time of an object
 //! vacuum writes; files, markers and log entries are judged by their own
 //! modification times. So a file superseded seconds ago (by a replace,
@@ -56,6 +68,11 @@ pub struct VacuumOptions {
     pub dry_run: bool,
     /// Allow a retention under [`MIN_RETENTION_MS`].
     pub force: bool,
+    /// List every file of the table to find orphans of failed writes
+    /// anywhere. Without it a vacuum does so only when its ledger is new
+    /// or the last full listing is at least one retention (and an hour)
+    /// old; otherwise it looks only at what changed since the last vacuum.
+    pub full: bool,
 }
 
 impl Default for VacuumOptions {
@@ -64,6 +81,7 @@ impl Default for VacuumOptions {
             retention_ms: 7 * 24 * MIN_RETENTION_MS,
             dry_run: false,
             force: false,
+            full: false,
         }
     }
 }
@@ -82,6 +100,11 @@ pub struct VacuumReport {
     /// reference: the commits since the last vacuum when its ledger was
     /// brought forward, every retained version when it was rebuilt.
     pub versions_read: u64,
+    /// Whether every file of the table was listed (see
+    /// [`VacuumOptions::full`]); otherwise only the files the retained
+    /// versions released since the last vacuum and the staging directories
+    /// of abandoned writes were looked at.
+    pub listed_everything: bool,
 }
 
 /// Vacuum `table`.
@@ -123,9 +146,12 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     // write committed in between is then found in the snapshots.
     let mut protected_dirs: Vec<String> = Vec::new();
     let mut stale_markers = Vec::new();
+    let mut stale_dirs: Vec<String> = Vec::new();
     for listed in intent::list(inner).await? {
-        // A marker refreshed within the retention protects its directories.
+        // A marker refreshed within the retention protects its directories;
+        // a stale one's are looked into before it goes.
         if listed.modified_ms < cutoff {
+            stale_dirs.extend(listed.marker.staging_dirs().map(|d| format!("{d}/")));
             stale_markers.push(listed.path);
         } else {
             protected_dirs.extend(listed.marker.staging_dirs().map(|d| format!("{d}/")));
@@ -145,34 +171,47 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         Err(e) if then < expired_from && gone(&e) => expired_from,
         Err(e) => return Err(e),
     };
-    // What versions `oldest..=latest` reference, from the last vacuum's
-    // ledger brought forward (see `retained`). Written back before anything
-    // is deleted; a dry run leaves it as it was.
+    // What retained versions superseded, from the last vacuum's ledger
+    // brought forward (see `retained`). Written back before anything is
+    // deleted; a dry run leaves it as it was.
     let previous = retained::stored(inner).await?;
-    let (ledger, versions_read) =
+    let (mut ledger, versions_read, rebuilt) =
         retained::retained(inner, previous, oldest, expired_from, &latest).await?;
-    keep.extend(ledger.paths().cloned());
+    let everything = options.full
+        || rebuilt
+        || ledger
+            .listed_ms()
+            .is_none_or(|at| now - at >= options.retention_ms.max(MIN_RETENTION_MS));
+    let found = if everything {
+        keep.extend(ledger.kept().cloned());
+        keep.extend(retained::referenced(&latest).await?);
+        ledger.set_listed(now);
+        list_everything(inner, &mut ledger).await?
+    } else {
+        list_changes(inner, &mut ledger, &latest, &stale_dirs).await?
+    };
     if !options.dry_run {
         retained::store(inner, &ledger).await?;
     }
 
     let mut report = VacuumReport {
         versions_read,
+        listed_everything: everything,
         ..Default::default()
     };
-    for prefix in ["data", MANIFESTS] {
-        for object in inner.list(prefix).await? {
-            let rel = inner.location.relative(&object.location);
-            if keep.contains(&rel) || protected_dirs.iter().any(|d| rel.starts_with(d.as_str())) {
-                continue;
-            }
-            if object.last_modified.timestamp_millis() >= cutoff {
-                report.kept_young += 1;
-                continue;
-            }
-            report.bytes += object.size;
-            report.deleted.push(rel);
+    for (rel, (size, modified_ms)) in found {
+        if keep.contains(&rel)
+            || ledger.keeps(&rel)
+            || protected_dirs.iter().any(|d| rel.starts_with(d.as_str()))
+        {
+            continue;
         }
+        if modified_ms >= cutoff {
+            report.kept_young += 1;
+            continue;
+        }
+        report.bytes += size;
+        report.deleted.push(rel);
     }
     // The mirror's entries for versions whose files are going.
     report
@@ -221,20 +260,8 @@ async fn confirm_unreferenced(
     latest: &crate::Snapshot,
     deleted: &[String],
 ) -> Result<()> {
-    let mut live: HashSet<String> = HashSet::from([latest.entry().manifest.clone()]);
-    live.extend(latest.span_refs().iter().map(|s| s.path.clone()));
-    live.extend(latest.dimension_files().into_iter().map(|f| f.path));
-    let dates: BTreeSet<NaiveDate> = deleted
-        .iter()
-        .map(String::as_str)
-        .filter_map(candidate_date)
-        .collect();
-    for date in dates {
-        live.extend(latest.month_path(date).await?);
-        if let Some(p) = latest.partition(date).await? {
-            live.extend(p.files.into_iter().map(|f| f.path));
-        }
-    }
+    let dates = deleted.iter().filter_map(|p| candidate_date(p)).collect();
+    let live = live_at(latest, dates).await?;
     let Some(listed) = deleted.iter().find(|p| live.contains(*p)) else {
         return Ok(());
     };
@@ -252,6 +279,95 @@ async fn confirm_unreferenced(
             latest.version()
         ),
     })
+}
+
+/// What `latest` references outside its months (root, spans, dimension
+/// files) and in the months of `dates` (their manifests and the dates'
+/// data files): a GET per month.
+async fn live_at(latest: &crate::Snapshot, dates: BTreeSet<NaiveDate>) -> Result<HashSet<String>> {
+    let mut live: HashSet<String> = HashSet::from([latest.entry().manifest.clone()]);
+    live.extend(latest.span_refs().iter().map(|s| s.path.clone()));
+    live.extend(latest.dimension_files().into_iter().map(|f| f.path));
+    for date in dates {
+        live.extend(latest.month_path(date).await?);
+        if let Some(p) = latest.partition(date).await? {
+            live.extend(p.files.into_iter().map(|f| f.path));
+        }
+    }
+    Ok(live)
+}
+
+/// Where a candidate was found: its size and modification time (store
+/// clock, ms), by path relative to the table root.
+type Found = BTreeMap<String, (u64, i64)>;
+
+/// Every file under `data/` and the manifests (what orphans of failed
+/// writes, anywhere, are found by); released ledger entries not among
+/// them are gone and forgotten.
+async fn list_everything(inner: &TableInner, ledger: &mut retained::Ledger) -> Result<Found> {
+    let mut found = Found::new();
+    for prefix in ["data", MANIFESTS] {
+        for object in inner.list(prefix).await? {
+            let rel = inner.location.relative(&object.location);
+            let modified = object.last_modified.timestamp_millis();
+            found.insert(rel, (object.size, modified));
+        }
+    }
+    let released = ledger.released();
+    ledger.forget(released.iter().filter(|p| !found.contains_key(*p)));
+    Ok(found)
+}
+
+/// What changed since the last vacuum, without listing the table: the
+/// files the ledger released (a `HEAD` each; those gone are forgotten) and
+/// the files in the staging directories of abandoned writes (a listing
+/// each). Orphans anywhere else (a commit attempt that crashed, a write
+/// whose marker could not be written) wait for a vacuum that lists
+/// everything, at least once per retention.
+async fn list_changes(
+    inner: &TableInner,
+    ledger: &mut retained::Ledger,
+    latest: &crate::Snapshot,
+    stale_dirs: &[String],
+) -> Result<Found> {
+    let mut found = Found::new();
+    for dir in stale_dirs {
+        for object in inner.list(dir).await? {
+            let rel = inner.location.relative(&object.location);
+            let modified = object.last_modified.timestamp_millis();
+            found.insert(rel, (object.size, modified));
+        }
+    }
+    // An abandoned marker's write may have committed after all: what the
+    // latest lists is its. (A released file the latest lists is the
+    // ledger's error: left for `confirm_unreferenced` to report.)
+    let dates = found.keys().filter_map(|p| candidate_date(p)).collect();
+    let live = live_at(latest, dates).await?;
+    found.retain(|rel, _| !live.contains(rel));
+    let store = inner.location.store();
+    let released = ledger.released();
+    let heads: Vec<Option<object_store::ObjectMeta>> = futures::stream::iter(&released)
+        .map(|rel| async move {
+            match store.head(&inner.location.path(rel)).await {
+                Ok(meta) => Ok(Some(meta)),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(Error::storage(rel, e)),
+            }
+        })
+        .buffered(16)
+        .try_collect()
+        .await?;
+    let mut gone = Vec::new();
+    for (rel, meta) in released.iter().zip(heads) {
+        match meta {
+            Some(m) => {
+                found.insert(rel.clone(), (m.size, m.last_modified.timestamp_millis()));
+            }
+            None => gone.push(rel),
+        }
+    }
+    ledger.forget(gone);
+    Ok(found)
 }
 
 /// The date a candidate for deletion belongs to: a data file's partition
