@@ -44,6 +44,18 @@ async fn replaces_of_different_dates_racing_all_commit() {
     for (i, p) in parts.iter().enumerate() {
         assert_eq!(p.rows, i as u64 + 1, "{}", p.date);
     }
+    // Attempts that lost their version deleted what they wrote: every
+    // manifest left belongs to a committed version's attempt (each writes
+    // its own root; spans and months are written beside it).
+    let mut committed = std::collections::BTreeSet::new();
+    for v in 0..=24 {
+        let root = t.at_version(v).await.unwrap().entry().manifest.clone();
+        committed.insert(root.rsplit_once('/').unwrap().0.to_string());
+    }
+    for path in objects(&t, "_logbook/manifests").await {
+        let dir = path.rsplit_once('/').unwrap().0;
+        assert!(committed.contains(dir), "{path} left by a lost attempt");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -294,8 +294,8 @@ async fn ledger_range(t: &Table) -> Option<(u64, u64)> {
 /// then a real vacuum. Returns whether the ledger was brought forward (the
 /// vacuum read only the versions from the ledger's `through`) and whether
 /// the vacuum went by the ledger alone and deleted something.
-/// `committed`: every data file a version has listed (without it, the
-/// ledger alone must miss nothing).
+/// `committed`: every root manifest and data file a version has listed
+/// (without it, the ledger alone must miss nothing).
 async fn vacuum_both_ways(
     t: &Table,
     options: VacuumOptions,
@@ -352,9 +352,12 @@ async fn vacuum_both_ways(
     (forward, !done.listed_everything && !done.deleted.is_empty())
 }
 
-/// Add the data files `t`'s latest version lists to `committed`.
+/// Add the root manifest and data files `t`'s latest version lists to
+/// `committed`.
 async fn note_committed(t: &Table, committed: &mut HashSet<String>) {
-    for p in t.latest().await.unwrap().partitions().await.unwrap() {
+    let latest = t.latest().await.unwrap();
+    committed.insert(latest.entry().manifest.clone());
+    for p in latest.partitions().await.unwrap() {
         committed.extend(p.files.into_iter().map(|f| f.path));
     }
 }
@@ -601,6 +604,36 @@ async fn between_full_listings_a_vacuum_finds_abandoned_writes_by_their_markers(
     assert_eq!(data_files(&t).await, committed);
     assert_whole(&t, "after the vacuums").await;
     drop(abandoned);
+}
+
+/// A stale marker is looked into only where writers stage: one naming
+/// `_logbook` or the table root (damaged, or written by hand) makes a
+/// vacuum between full listings delete nothing there.
+#[tokio::test]
+async fn a_marker_naming_metadata_directories_deletes_nothing_there() {
+    use object_store::{ObjectStoreExt, PutPayload};
+    let (wh, clock) = aged_warehouse();
+    let t = tiny_table(&wh).await;
+    replace(&t, date("2026-03-15"), 0..2, "first", "first").await;
+    let marker = br#"{"date":"2026-03-15","run_id":"odd","started_ms":0,"heartbeat_ms":0,"dir":"_logbook","dirs":["","data","data/"]}"#;
+    let loc = t.location();
+    let path = loc.path("_logbook/running/2026-03-15/odd/marker.json");
+    let bytes = PutPayload::from_static(marker);
+    loc.store().put(&path, bytes).await.unwrap();
+    clock.advance(2 * HOUR);
+    let before = objects(&t, "").await;
+    vacuum(&t, one_hour()).await.unwrap();
+    clock.advance(HOUR / 2);
+    let routine = vacuum(&t, one_hour()).await.unwrap();
+    assert!(!routine.listed_everything);
+    assert!(routine.deleted.is_empty(), "{routine:?}");
+    let after = objects(&t, "").await;
+    let lost: Vec<&String> = before
+        .iter()
+        .filter(|p| !after.contains(p) && !p.ends_with("clock"))
+        .collect();
+    assert!(lost.is_empty(), "{lost:?}");
+    assert_whole(&t, "after the vacuums").await;
 }
 
 /// A ledger is used only for the history it was built from: one copied

@@ -26,7 +26,7 @@ use crate::format::{layout, LogEntry, Operation, PartitionEntry};
 use crate::handle::TableInner;
 use crate::log::Created;
 use crate::snapshot::Snapshot;
-use crate::staged_files::first_damaged;
+use crate::staged_files::{delete_files, first_damaged};
 
 /// What a successful commit did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,6 +135,7 @@ async fn place(
         match table.log.create(next.version, bytes, ours).await {
             Ok(Created::Ours) => {}
             Ok(Created::Theirs(_)) => {
+                discard_attempt(table, &next).await;
                 head = table.log.latest_from(next.version).await?;
                 continue;
             }
@@ -165,6 +166,26 @@ async fn place(
         table: table.name.clone(),
         attempts: table.options.max_commit_attempts,
     })
+}
+
+/// Delete what an attempt that lost its version wrote (best effort):
+/// another commit holds the version, so no log entry will ever name these
+/// manifests, and vacuum would otherwise find them only by listing every
+/// file.
+async fn discard_attempt(table: &TableInner, next: &next::Next) {
+    let dir = layout::attempt_dir(next.attempt_id);
+    match table.list(&dir).await {
+        Ok(objects) => {
+            let paths: Vec<String> = objects
+                .iter()
+                .map(|o| table.location.relative(&o.location))
+                .collect();
+            delete_files(table, &paths).await;
+        }
+        Err(e) => {
+            tracing::warn!(table = %table.name, attempt = %dir, error = %e, "could not list a lost commit attempt's manifests; vacuum will delete them")
+        }
+    }
 }
 
 /// Does `entry` (committed after our base) decide this commit? Returns

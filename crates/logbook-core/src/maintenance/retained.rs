@@ -25,14 +25,19 @@
 //! is then unknown, so that vacuum lists every file. The ledger is written
 //! back before anything is deleted.
 //!
-//! Guarantee: the ledger is a function of immutable history (which version
-//! references which path) and of the range it names, so who wrote it, and
-//! whether their vacuum went on to commit, does not matter: two vacuums
-//! racing to overwrite it lose progress, never files. A ledger that does
-//! not read or does not match is rebuilt, never trusted.
+//! Guarantee: what the ledger says a path's last version is, and so
+//! whether it is kept or released, is a function of immutable history
+//! (which version references which path) and of the range it names; only
+//! which released entries remain and when every file was last listed
+//! depend on what vacuums did. So who wrote it, and whether their vacuum
+//! went on to commit, does not matter: two vacuums racing to overwrite it
+//! lose progress (or leave orphans to the next full listing), never files.
+//! A ledger that does not read or does not match is rebuilt, never trusted.
 //!
 //! Cost: the GETs of the commits since the last vacuum and the months they
-//! changed, plus one read and one write of the ledger, whose size grows
+//! changed, two HEADs per released file (one before it is deleted, one to
+//! find it gone and forget it), plus one read and one write of the ledger
+//! (two when the vacuum lists every file), whose size grows
 //! with what retained versions superseded (each retained version's root
 //! and manifests among them: expire bounds it), not with the table. The
 //! first layout listed every path retained versions referenced, current

@@ -6,17 +6,23 @@
 //! version from the oldest of (the oldest expiry keeps, the version that was
 //! the latest when the retention began) to the latest, every file a stage's
 //! record names, and the staging directories of every write or rewrite
-//! whose intent marker was refreshed within the retention. What is deleted:
-//! anything else under `data/` and `_logbook/manifests/` last modified
-//! before `now - retention`, and markers as old.
+//! whose intent marker was refreshed within the retention. What may be
+//! deleted: anything else under `data/` and `_logbook/manifests/` last
+//! modified before `now - retention`, and markers as old (a stale marker
+//! whose directories still hold younger files stays, so the next vacuum
+//! looks there again).
 //!
 //! What is looked at: a vacuum reads only what changed since the last one
 //! (its ledger, `retained`): the files retained versions released, and the
 //! staging directories of writes whose markers went stale. Orphans left
-//! anywhere else (a commit attempt or a write that crashed without a
-//! marker) are found by listing every file, which a vacuum does when
-//! asked ([`VacuumOptions::full`]), when its ledger is new, and otherwise
-//! once per retention (at least an hour apart), so every orphan goes
+//! anywhere else are found by listing every file: a commit attempt that
+//! crashed (one that lost its version to another commit deletes its own
+//! manifests), a write that failed without knowing whether its commit
+//! landed or whose marker could not be written, a stage dropped or a date
+//! staged twice, a vacuum that crashed after deleting a marker. A vacuum
+//! lists every file when asked ([`VacuumOptions::full`]), when its ledger
+//! is new, and otherwise once per retention (at least an hour apart;
+//! recorded only once its deletions are done), so every orphan goes
 //! within two retentions of its write. Delta's
 //! `VACUUM` lists every file each time (its `LITE` mode reads the log
 //! instead and never finds orphans); Iceberg splits the two into
@@ -92,7 +98,8 @@ pub struct VacuumReport {
     /// Paths relative to the table root, sorted.
     pub deleted: Vec<String>,
     pub bytes: u64,
-    /// Unreferenced files kept because they are younger than the retention.
+    /// Unreferenced files kept because they are younger than the retention,
+    /// among those looked at (all of the table's when `listed_everything`).
     pub kept_young: usize,
     /// The commit recording the vacuum (`None` for a dry run or when nothing was deleted).
     pub version: Option<u64>,
@@ -145,14 +152,14 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     // Live writes and stages first, then snapshots: a stage published or a
     // write committed in between is then found in the snapshots.
     let mut protected_dirs: Vec<String> = Vec::new();
-    let mut stale_markers = Vec::new();
-    let mut stale_dirs: Vec<String> = Vec::new();
+    // Each stale marker, with the directories it named.
+    let mut stale_markers: Vec<(String, Vec<String>)> = Vec::new();
     for listed in intent::list(inner).await? {
         // A marker refreshed within the retention protects its directories;
         // a stale one's are looked into before it goes.
         if listed.modified_ms < cutoff {
-            stale_dirs.extend(listed.marker.staging_dirs().map(|d| format!("{d}/")));
-            stale_markers.push(listed.path);
+            let dirs = listed.marker.staging_dirs().map(|d| format!("{d}/"));
+            stale_markers.push((listed.path, dirs.collect()));
         } else {
             protected_dirs.extend(listed.marker.staging_dirs().map(|d| format!("{d}/")));
         }
@@ -173,7 +180,8 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     };
     // What retained versions superseded, from the last vacuum's ledger
     // brought forward (see `retained`). Written back before anything is
-    // deleted; a dry run leaves it as it was.
+    // deleted (a full listing is recorded only once its deletions are
+    // done); a dry run leaves it as it was.
     let previous = retained::stored(inner).await?;
     let (mut ledger, versions_read, rebuilt) =
         retained::retained(inner, previous, oldest, expired_from, &latest).await?;
@@ -185,15 +193,13 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     let found = if everything {
         keep.extend(ledger.kept().cloned());
         keep.extend(retained::referenced(&latest).await?);
-        ledger.set_listed(now);
         list_everything(inner, &mut ledger).await?
     } else {
-        list_changes(inner, &mut ledger, &latest, &stale_dirs).await?
+        let dirs: Vec<&String> = stale_markers.iter().flat_map(|(_, d)| d).collect();
+        list_changes(inner, &mut ledger, &latest, &dirs).await?
     };
-    if !options.dry_run {
-        retained::store(inner, &ledger).await?;
-    }
 
+    let mut young = Vec::new();
     let mut report = VacuumReport {
         versions_read,
         listed_everything: everything,
@@ -208,6 +214,7 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         }
         if modified_ms >= cutoff {
             report.kept_young += 1;
+            young.push(rel);
             continue;
         }
         report.bytes += size;
@@ -218,6 +225,12 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         .deleted
         .extend(crate::mirror::expired_entries(inner, &latest, oldest).await?);
     report.deleted.sort();
+    if !options.dry_run {
+        if everything && report.deleted.is_empty() {
+            ledger.set_listed(now);
+        }
+        retained::store(inner, &ledger).await?;
+    }
     confirm_unreferenced(inner, &latest, &report.deleted).await?;
     if options.dry_run || report.deleted.is_empty() {
         return Ok(report);
@@ -236,15 +249,30 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     report
         .deleted
         .retain(|rel| !live.iter().any(|d| rel.starts_with(d.as_str())));
-    stale_markers.retain(|path| !refreshed.iter().any(|l| &l.path == path));
+    // A stale marker goes, unless refreshed since or its directories still
+    // hold files too young to delete: the next vacuum finds them by it.
+    let markers: Vec<String> = stale_markers
+        .into_iter()
+        .filter(|(path, _)| !refreshed.iter().any(|l| &l.path == path))
+        .filter(|(_, dirs)| {
+            !young
+                .iter()
+                .any(|f| dirs.iter().any(|d| f.starts_with(d.as_str())))
+        })
+        .map(|(path, _)| path)
+        .collect();
     // Stale markers first: a writer that comes back after its marker went
     // finds its files gone and fails, rather than committing them.
-    delete_files(inner, &stale_markers).await;
+    delete_files(inner, &markers).await;
     delete_files(inner, &report.deleted).await;
     let run = RunInfo::new(format!("vacuum-{}", inner.options.ids.next_id()));
     let files_removed = report.deleted.len() as u64;
     let pending = PendingCommit::new(latest.version(), run, Change::Vacuum { files_removed });
     report.version = Some(commit(inner, pending).await.map_err(|f| f.error)?.version);
+    if everything {
+        ledger.set_listed(now);
+        retained::store(inner, &ledger).await?;
+    }
     Ok(report)
 }
 
@@ -328,14 +356,20 @@ async fn list_changes(
     inner: &TableInner,
     ledger: &mut retained::Ledger,
     latest: &crate::Snapshot,
-    stale_dirs: &[String],
+    stale_dirs: &[&String],
 ) -> Result<Found> {
     let mut found = Found::new();
-    for dir in stale_dirs {
+    // A marker names staging directories under `data/`; anything else (a
+    // marker damaged or written by hand) is not looked into.
+    let staging =
+        |d: &&&String| d.starts_with("data/") && d.len() > "data/x/".len() && !d.contains("..");
+    for dir in stale_dirs.iter().filter(staging) {
         for object in inner.list(dir).await? {
             let rel = inner.location.relative(&object.location);
             let modified = object.last_modified.timestamp_millis();
-            found.insert(rel, (object.size, modified));
+            if rel.starts_with(dir.as_str()) {
+                found.insert(rel, (object.size, modified));
+            }
         }
     }
     // An abandoned marker's write may have committed after all: what the

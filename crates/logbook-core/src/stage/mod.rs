@@ -327,9 +327,10 @@ impl Stage {
     }
 
     /// Discard the stage: forget its records. The staged files are left to
-    /// vacuum (they are unreferenced, so it deletes them once older than the
-    /// retention): a publish racing the drop may have made them the table's,
-    /// and only vacuum, reading the snapshots, can tell.
+    /// vacuum (they are unreferenced, so the first vacuum that lists every
+    /// file once they are older than the retention deletes them: within two
+    /// retentions): a publish racing the drop may have made them the
+    /// table's, and only vacuum, reading the snapshots, can tell.
     pub async fn drop_stage(self) -> Result<usize> {
         let staged = self.partitions().await?;
         self.forget(staged.iter().map(|p| p.date)).await;
