@@ -1,5 +1,6 @@
 //! Scale (issue 19): a commit, an open, `status` of 365 dates and a vacuum
-//! (one commit after the last) on tables of 10 commits and 10 partitions,
+//! one commit after the last (a routine one, and one listing every file)
+//! on tables of 10 commits and 10 partitions,
 //! 365 and 365 (a year: what status of a year reads at least), 1,000,000
 //! commits and 365 partitions, and 1,000,000 commits and 100,000
 //! partitions (274 years of days), in format 2 and, for comparison, in
@@ -17,7 +18,8 @@
 //! on `memory://`, each behind object_store's `ThrottledStore` sleeping
 //! `LATENCY_MS` (default 0) before every call, as a remote store's round
 //! trip would; a first vacuum, before the latency, leaves the ledger later
-//! vacuums bring forward. The real code then commits, opens, computes
+//! vacuums bring forward (and, having listed every file, lets the routine
+//! ones within the hour look only at what changed). The real code then commits, opens, computes
 //! status and vacuums on them. Each round runs every case once per measurement, cases
 //! interleaved, so a noisy machine slows all of them alike (status rounds
 //! after the commit and open rounds: a status on a large table leaves the

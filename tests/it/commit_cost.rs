@@ -375,7 +375,7 @@ async fn vacuum_ops(history: u64) -> BTreeMap<&'static str, usize> {
 }
 
 /// A vacuum reads what changed since the last one, not every retained
-/// version: 10 and 300 commits before the last vacuum cost the same (35
+/// version: 10 and 300 commits before the last vacuum cost the same (31
 /// GETs; reading every retained version instead, 69 and 1,229).
 #[tokio::test]
 async fn vacuum_costs_the_same_at_history_10_and_300() {

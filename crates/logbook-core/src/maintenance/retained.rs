@@ -246,7 +246,12 @@ async fn walk(
 ) -> Result<Ledger> {
     let mut prev = from;
     let mut later = futures::stream::iter(prev.version() + 1..=latest.version())
-        .map(|v| read(inner, v, expired_from))
+        .map(|v| async move {
+            if v == latest.version() {
+                return Ok(Some(latest.clone()));
+            }
+            read(inner, v, expired_from).await
+        })
         .buffered(8);
     while let Some(snap) = later.try_next().await? {
         let Some(snap) = snap else { continue };
@@ -378,16 +383,20 @@ fn top(snap: &Snapshot) -> HashSet<String> {
     paths
 }
 
-/// The data files the partitions of `months` list.
+/// The data files the partitions of `months` list (16 months read at once:
+/// a vacuum listing every file reads all of the latest's).
 async fn files<'a>(
     snap: &Snapshot,
     months: impl Iterator<Item = &'a MonthRef>,
 ) -> Result<HashSet<String>> {
-    let mut paths = HashSet::new();
-    for m in months {
-        for p in &snap.month_at(m).await?.partitions {
-            paths.extend(p.files.iter().map(|f| f.path.clone()));
-        }
-    }
-    Ok(paths)
+    let manifests: Vec<_> = futures::stream::iter(months)
+        .map(|m| snap.month_at(m))
+        .buffered(16)
+        .try_collect()
+        .await?;
+    Ok(manifests
+        .iter()
+        .flat_map(|m| &m.partitions)
+        .flat_map(|p| p.files.iter().map(|f| f.path.clone()))
+        .collect())
 }

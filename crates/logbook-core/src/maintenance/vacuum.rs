@@ -173,7 +173,12 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     // The versions readable then include those an expiry since has hidden.
     let expired_from = latest.root().retained_from;
     let then = version_at(inner, latest.version(), cutoff).await?;
-    let oldest = match inner.snapshot(then).await {
+    let at_then = if then == latest.version() {
+        Ok(latest.clone())
+    } else {
+        inner.snapshot(then).await
+    };
+    let oldest = match at_then {
         Ok(snap) => snap.root().retained_from.min(expired_from),
         Err(e) if then < expired_from && gone(&e) => expired_from,
         Err(e) => return Err(e),
