@@ -182,6 +182,10 @@ impl Table {
             }
             let files = staged.finish().await?;
             let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
+            if let Err(e) = lease.confirm(&files).await {
+                delete_files(inner, &paths).await;
+                return Err(e);
+            }
             let change_record = DimensionChange {
                 files,
                 rows,

@@ -21,9 +21,10 @@ use chrono::NaiveDate;
 use object_store::ObjectStoreExt;
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
-use crate::format::layout;
+use crate::error::{Error, Result};
+use crate::format::{layout, DataFile};
 use crate::handle::TableInner;
+use crate::staged_files::first_damaged;
 
 /// Vacuum refuses a shorter retention unless forced (one hour). A writer
 /// refreshes its marker well within it (see `PartitionWriter::heartbeat`),
@@ -169,6 +170,31 @@ impl Lease {
         if now - marker.heartbeat_ms >= self.table.options.heartbeat_interval_ms {
             marker.heartbeat_ms = now;
             beat(&self.table, &marker).await;
+        }
+    }
+
+    /// Before the rewrite commits `files`: back from a pause longer than
+    /// half the shortest retention, the marker must protect the files
+    /// again before they are checked (as a partition writer's are), and a
+    /// file a vacuum took in the meantime fails the rewrite, to be run
+    /// again, instead of committing a missing file.
+    pub(crate) async fn confirm(&self, files: &[DataFile]) -> Result<()> {
+        let now = self.table.options.clock.now_millis();
+        let mut marker = self.marker.lock().await;
+        let last = marker.heartbeat_ms;
+        if now - last < MIN_RETENTION_MS / 2 {
+            return Ok(());
+        }
+        marker.heartbeat_ms = now;
+        beat_strict(&self.table, &marker).await?;
+        match first_damaged(&self.table, files).await? {
+            None => Ok(()),
+            Some(path) => Err(Error::StagedFileLost {
+                table: self.table.name.clone(),
+                date: marker.date,
+                path,
+                stalled_min: (now - last) / 60_000,
+            }),
         }
     }
 

@@ -5,8 +5,9 @@
 //! under a fresh attempt id (`next.rs`),
 //! then creates log entry `head + 1` with put-if-absent. If another
 //! writer's entry is there, the entries since our base are read; if one
-//! touched our dates we fail with `PartitionConflict`, otherwise we build
-//! on the new head and try again. What a commit changes is a typed
+//! touched our dates we fail with `PartitionConflict`, otherwise we
+//! delete what the lost attempt wrote, build on the new head and try
+//! again. What a commit changes is a typed
 //! [`Change`] (`change.rs`).
 
 mod change;

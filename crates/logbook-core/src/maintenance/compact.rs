@@ -247,6 +247,17 @@ async fn compact_leased(
             return Err(e);
         }
         let staged = changes.clone();
+        // The files the rewrites wrote (the others were already the table's).
+        let written: Vec<DataFile> = batch
+            .iter()
+            .zip(&changes)
+            .flat_map(|(p, c)| c.files.iter().filter(|f| !p.files.contains(f)))
+            .cloned()
+            .collect();
+        if let Err(e) = lease.confirm(&written).await {
+            discard(table, &staged).await;
+            return Err(e);
+        }
         let base = table.latest_version().await?;
         let pending = PendingCommit::new(base, run.clone(), Change::Compact(changes));
         let info = match commit(&table.inner, pending).await {

@@ -16,14 +16,15 @@
 //! (its ledger, `retained`): the files retained versions released, and the
 //! staging directories of writes whose markers went stale. Orphans left
 //! anywhere else are found by listing every file: a commit attempt that
-//! crashed (one that lost its version to another commit deletes its own
-//! manifests), a write that failed without knowing whether its commit
-//! landed or whose marker could not be written, a stage dropped or a date
-//! staged twice, a vacuum that crashed after deleting a marker. A vacuum
-//! lists every file when asked ([`VacuumOptions::full`]), when its ledger
-//! is new, and otherwise once per retention (at least an hour apart;
-//! recorded only once its deletions are done), so every orphan goes
-//! within two retentions of its write. Delta's
+//! crashed, failed part way or got no answer (one that lost its version
+//! to another commit deletes its own manifests), a write that failed
+//! without knowing whether its commit landed or whose marker could not be
+//! written, a stage dropped or a date staged twice, a vacuum that crashed
+//! after deleting a marker. A vacuum lists every file when asked
+//! ([`VacuumOptions::full`]), when its ledger is new, and otherwise once
+//! per retention (at least an hour apart; recorded only once its
+//! deletions are done), so every orphan goes within two retentions (at
+//! least an hour each) of its write, plus the time until the next vacuum. Delta's
 //! `VACUUM` lists every file each time (its `LITE` mode reads the log
 //! instead and never finds orphans); Iceberg splits the two into
 //! `expire_snapshots` and `remove_orphan_files`.
@@ -237,7 +238,7 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         retained::store(inner, &ledger).await?;
     }
     confirm_unreferenced(inner, &latest, &report.deleted).await?;
-    if options.dry_run || report.deleted.is_empty() {
+    if options.dry_run || (report.deleted.is_empty() && stale_markers.is_empty()) {
         return Ok(report);
     }
     // A writer that stalled may have refreshed its marker since the listing
@@ -267,8 +268,13 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         .map(|(path, _)| path)
         .collect();
     // Stale markers first: a writer that comes back after its marker went
-    // finds its files gone and fails, rather than committing them.
+    // finds its files gone and fails, rather than committing them. A stale
+    // marker with nothing left to delete goes too: otherwise every routine
+    // vacuum would list its directories again.
     delete_files(inner, &markers).await;
+    if report.deleted.is_empty() {
+        return Ok(report);
+    }
     delete_files(inner, &report.deleted).await;
     let run = RunInfo::new(format!("vacuum-{}", inner.options.ids.next_id()));
     let files_removed = report.deleted.len() as u64;
