@@ -259,22 +259,35 @@ async fn status_costs_the_same_at_10_and_300_dimension_commits_since_the_reads()
 /// dates (format 2, the schedule starting at the first; without one, the
 /// first partition's span and month are read too).
 async fn generated_status_ops(partitions: u64) -> (BTreeMap<&'static str, usize>, usize) {
+    let (store, wh, last) = generated(partitions, partitions + 1, true).await;
+    counted_status(&wh, &store, Some(last - chrono::Days::new(29)), last).await
+}
+
+/// A warehouse holding `orders`, generated in format 2 with `partitions`
+/// dates up to the returned last one and `commits` log entries (its
+/// schedule starting at the first date if `scheduled`), behind a counting
+/// store.
+async fn generated(
+    partitions: u64,
+    commits: u64,
+    scheduled: bool,
+) -> (Arc<CountingStore>, logbook::Warehouse, chrono::NaiveDate) {
     let store = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
     let root = StorageLocation::from_store(store.clone(), "wh", "memory://wh");
     let last = date("2026-06-15");
+    let first = last - chrono::Days::new(partitions - 1);
     let spec = crate::synthetic::Synthetic {
         format: 2,
-        first: last - chrono::Days::new(partitions - 1),
+        first,
         partitions,
-        commits: partitions + 1,
+        commits,
         rows_per_partition: 10,
-        schedule_start: Some(last - chrono::Days::new(partitions - 1)),
+        schedule_start: scheduled.then_some(first),
         inputs: None,
     };
     let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
     crate::synthetic::generate(&root.child("orders").unwrap(), schema, &spec).await;
-    let wh = logbook::Warehouse::new(root, options());
-    counted_status(&wh, &store, Some(last - chrono::Days::new(29)), last).await
+    (store, logbook::Warehouse::new(root, options()), last)
 }
 
 /// Store operations, entries listed and files deleted by a vacuum one
@@ -282,21 +295,7 @@ async fn generated_status_ops(partitions: u64) -> (BTreeMap<&'static str, usize>
 /// `partitions` dates.
 async fn generated_vacuum_ops(partitions: u64) -> (BTreeMap<&'static str, usize>, usize, usize) {
     use logbook::maintenance::{vacuum, VacuumOptions};
-    let store = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
-    let root = StorageLocation::from_store(store.clone(), "wh", "memory://wh");
-    let last = date("2026-06-15");
-    let spec = crate::synthetic::Synthetic {
-        format: 2,
-        first: last - chrono::Days::new(partitions - 1),
-        partitions,
-        commits: 2,
-        rows_per_partition: 10,
-        schedule_start: None,
-        inputs: None,
-    };
-    let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
-    crate::synthetic::generate(&root.child("orders").unwrap(), schema, &spec).await;
-    let wh = logbook::Warehouse::new(root, options());
+    let (store, wh, last) = generated(partitions, 2, false).await;
     let t = wh.table("orders").await.unwrap();
     let routine = VacuumOptions {
         full: false,

@@ -12,8 +12,10 @@
 //! abandoned instead of running, and once the marker object is older than
 //! vacuum's retention (by the store's clock), vacuum stops protecting its
 //! directories. Markers are advisory for correctness of commits (the
-//! commit protocol decides), and a writer that stalled longer than the
-//! shortest retention checks its staged files before committing.
+//! commit protocol decides), and a writer or rewrite that stalled longer
+//! than half the shortest retention checks its staged files before
+//! committing. A stale marker is deleted by the vacuum that looked into
+//! its directories, unless they still hold files too young to delete.
 
 use std::sync::Arc;
 
