@@ -129,6 +129,36 @@ async fn a_compaction_stalled_past_the_retention_refuses_to_commit_vacuumed_file
     assert_whole(&t, "after the refused compaction").await;
 }
 
+/// The same when the pause falls between two partitions' rewrites: the
+/// second refreshes the marker, but the first's files went meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_that_stalled_between_partitions_refuses_to_commit_vacuumed_files() {
+    let (wh, clock) = aged_warehouse();
+    let (d1, d2) = (date("2026-03-01"), date("2026-03-02"));
+    let t = small_files_table(&wh, &[d1, d2]).await;
+    let before = partition_files(&t, d1).await;
+    let (vacuumed, ticking) = (t.clone(), clock.clone());
+    let progress = move |p: CompactProgress| {
+        if p.partitions_done == 1 {
+            ticking.advance(2 * HOUR);
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(async {
+                    let report = vacuum(&vacuumed, one_hour()).await.unwrap();
+                    assert!(!report.deleted.is_empty(), "the rewrite's files went");
+                })
+            });
+        }
+    };
+    let options = CompactOptions {
+        parallelism: 1,
+        ..Default::default()
+    };
+    let err = compact(&t, &options, &progress).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
+    assert_eq!(partition_files(&t, d1).await, before, "nothing committed");
+    assert_whole(&t, "after the refused compaction").await;
+}
+
 /// A writer that wrote three files, then waited two hours on its source,
 /// while a vacuum with the shortest retention took them (its marker was dead).
 async fn stalled_writer() -> (Table, logbook::PartitionWriter, NaiveDate) {

@@ -134,6 +134,9 @@ pub(crate) async fn clear(table: &TableInner, marker: &RunMarker) {
 pub(crate) struct Lease {
     table: Arc<TableInner>,
     marker: tokio::sync::Mutex<RunMarker>,
+    /// The heartbeat lapsed for half the shortest retention since the last
+    /// [`Lease::confirm`]: a vacuum may have taken files meanwhile.
+    lapsed: std::sync::atomic::AtomicBool,
 }
 
 impl Lease {
@@ -154,15 +157,33 @@ impl Lease {
         Arc::new(Self {
             table,
             marker: tokio::sync::Mutex::new(marker),
+            lapsed: Default::default(),
         })
+    }
+
+    /// Write the marker; one that could not be written counts as a lapse
+    /// (a vacuum may not have seen it).
+    async fn beat(&self, marker: &RunMarker) {
+        if let Err(e) = beat_strict(&self.table, marker).await {
+            self.lapsed.store(true, std::sync::atomic::Ordering::SeqCst);
+            tracing::warn!(table = %self.table.name, date = %marker.date, error = %e, "could not write the rewrite's intent marker");
+        }
+    }
+
+    /// Move the heartbeat to `now`, noting a lapse.
+    fn refresh(&self, marker: &mut RunMarker, now: i64) {
+        if now - marker.heartbeat_ms >= MIN_RETENTION_MS / 2 {
+            self.lapsed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        marker.heartbeat_ms = now;
     }
 
     /// Protect `dir` from now on (call before writing into it).
     pub(crate) async fn hold(&self, dir: &str) {
         let mut marker = self.marker.lock().await;
         marker.dirs.push(dir.to_string());
-        marker.heartbeat_ms = self.table.options.clock.now_millis();
-        beat(&self.table, &marker).await;
+        self.refresh(&mut marker, self.table.options.clock.now_millis());
+        self.beat(&marker).await;
     }
 
     /// Refresh the marker if its heartbeat is due.
@@ -170,25 +191,31 @@ impl Lease {
         let now = self.table.options.clock.now_millis();
         let mut marker = self.marker.lock().await;
         if now - marker.heartbeat_ms >= self.table.options.heartbeat_interval_ms {
-            marker.heartbeat_ms = now;
-            beat(&self.table, &marker).await;
+            self.refresh(&mut marker, now);
+            self.beat(&marker).await;
         }
     }
 
-    /// Before the rewrite commits `files`: back from a pause longer than
-    /// half the shortest retention, the marker must protect the files
-    /// again before they are checked (as a partition writer's are), and a
-    /// file a vacuum took in the meantime fails the rewrite, to be run
-    /// again, instead of committing a missing file.
+    /// Before the rewrite commits `files`: after a pause longer than half
+    /// the shortest retention (now, or at any refresh since the last
+    /// confirm), the marker must protect the files again before they are
+    /// checked (as a partition writer's are), and a file a vacuum took in
+    /// the meantime fails the rewrite, to be run again, instead of
+    /// committing a missing file.
     pub(crate) async fn confirm(&self, files: &[DataFile]) -> Result<()> {
+        use std::sync::atomic::Ordering;
         let now = self.table.options.clock.now_millis();
         let mut marker = self.marker.lock().await;
         let last = marker.heartbeat_ms;
-        if now - last < MIN_RETENTION_MS / 2 {
+        let lapsed = self.lapsed.swap(false, Ordering::SeqCst);
+        if !lapsed && now - last < MIN_RETENTION_MS / 2 {
             return Ok(());
         }
         marker.heartbeat_ms = now;
-        beat_strict(&self.table, &marker).await?;
+        if let Err(e) = beat_strict(&self.table, &marker).await {
+            self.lapsed.store(true, Ordering::SeqCst);
+            return Err(e);
+        }
         match first_damaged(&self.table, files).await? {
             None => Ok(()),
             Some(path) => Err(Error::StagedFileLost {

@@ -43,7 +43,7 @@
 //! and their Delta log entries before the checkpoint that the oldest kept
 //! version needs go too (see `crate::mirror::expired_entries`).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::NaiveDate;
 
@@ -206,6 +206,7 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     };
 
     let mut young = Vec::new();
+    let mut sizes: HashMap<String, u64> = HashMap::new();
     let mut report = VacuumReport {
         versions_read,
         listed_everything: everything,
@@ -224,6 +225,7 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
             continue;
         }
         report.bytes += size;
+        sizes.insert(rel.clone(), size);
         report.deleted.push(rel);
     }
     // The mirror's entries for versions whose files are going.
@@ -255,6 +257,7 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     report
         .deleted
         .retain(|rel| !live.iter().any(|d| rel.starts_with(d.as_str())));
+    report.bytes = report.deleted.iter().filter_map(|p| sizes.get(p)).sum();
     // A stale marker goes, unless refreshed since or its directories still
     // hold files too young to delete: the next vacuum finds them by it.
     let markers: Vec<String> = stale_markers
