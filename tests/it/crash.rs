@@ -24,6 +24,9 @@ enum Op {
     Compact,
     Expire,
     Vacuum,
+    /// Expire all but the latest version, then vacuum by the ledger alone
+    /// (the world's setup listed every file within the hour).
+    RoutineVacuum,
 }
 
 struct World {
@@ -83,6 +86,9 @@ async fn world() -> World {
     )
     .await
     .unwrap();
+    // The ledger a routine vacuum brings forward (this one deletes nothing:
+    // every version is retained).
+    vacuum(&t, sweep()).await.unwrap();
     World { faults, wh }
 }
 
@@ -111,6 +117,16 @@ async fn run(w: &World, op: Op) -> Result<(), Error> {
             .map(|_| ()),
         Op::Expire => expire(&t, Keep::Last(1)).await.map(|_| ()),
         Op::Vacuum => vacuum(&t, sweep()).await.map(|_| ()),
+        Op::RoutineVacuum => {
+            expire(&t, Keep::Last(1)).await?;
+            let routine = logbook::maintenance::VacuumOptions {
+                full: false,
+                ..sweep()
+            };
+            let report = vacuum(&t, routine).await?;
+            assert!(!report.listed_everything, "{report:?}");
+            Ok(())
+        }
     }
 }
 
@@ -300,6 +316,11 @@ async fn an_expiry_survives_a_fault_at_every_step() {
 #[tokio::test]
 async fn a_vacuum_survives_a_fault_at_every_step() {
     crash_at_every_step(Op::Vacuum).await;
+}
+
+#[tokio::test]
+async fn a_vacuum_by_the_ledger_alone_survives_a_fault_at_every_step() {
+    crash_at_every_step(Op::RoutineVacuum).await;
 }
 
 /// After a publish faulted at any step, dropping the stage or staging more
