@@ -699,12 +699,7 @@ pub(crate) mod layout {
     /// Each commit attempt writes its manifests under a fresh id, so a
     /// retry never overwrites what an attempt with an unknown outcome wrote.
     pub fn root_manifest(attempt_id: Uuid) -> String {
-        format!("{}/root.json", attempt_dir(attempt_id))
-    }
-
-    /// Where one commit attempt's manifests go.
-    pub fn attempt_dir(attempt_id: Uuid) -> String {
-        format!("{META_DIR}/manifests/{attempt_id}")
+        format!("{META_DIR}/manifests/{attempt_id}/root.json")
     }
 
     pub fn month_manifest(attempt_id: Uuid, month: &str) -> String {

@@ -123,7 +123,11 @@ async fn place(
             commit_id,
             attempt_id: table.options.ids.next_id(),
         };
-        let (entry, root) = next::build(table, &head_snap, &pending, &next).await?;
+        let next::Built {
+            entry,
+            root,
+            written,
+        } = next::build(table, &head_snap, &pending, &next).await?;
         let bytes = table.encode(&entry)?;
 
         // 3. Create log entry `head + 1` with put-if-absent. An entry found
@@ -136,7 +140,10 @@ async fn place(
         match table.log.create(next.version, bytes, ours).await {
             Ok(Created::Ours) => {}
             Ok(Created::Theirs(_)) => {
-                discard_attempt(table, &next).await;
+                // Another commit holds the version, so no log entry will
+                // ever name what this attempt wrote (best effort: vacuum's
+                // full listing finds what stays).
+                delete_files(table, &written).await;
                 head = table.log.latest_from(next.version).await?;
                 continue;
             }
@@ -167,26 +174,6 @@ async fn place(
         table: table.name.clone(),
         attempts: table.options.max_commit_attempts,
     })
-}
-
-/// Delete what an attempt that lost its version wrote (best effort):
-/// another commit holds the version, so no log entry will ever name these
-/// manifests, and vacuum would otherwise find them only by listing every
-/// file.
-async fn discard_attempt(table: &TableInner, next: &next::Next) {
-    let dir = layout::attempt_dir(next.attempt_id);
-    match table.list(&dir).await {
-        Ok(objects) => {
-            let paths: Vec<String> = objects
-                .iter()
-                .map(|o| table.location.relative(&o.location))
-                .collect();
-            delete_files(table, &paths).await;
-        }
-        Err(e) => {
-            tracing::warn!(table = %table.name, attempt = %dir, error = %e, "could not list a lost commit attempt's manifests; vacuum will delete them")
-        }
-    }
 }
 
 /// Does `entry` (committed after our base) decide this commit? Returns

@@ -32,14 +32,21 @@ pub(super) struct Next {
     pub attempt_id: Uuid,
 }
 
-/// Write the manifests of the next version; return the log entry to
-/// create and the root it points to.
+/// What [`build`] made: the log entry to create, the root it points to,
+/// and the manifests it wrote (what a lost attempt deletes).
+pub(super) struct Built {
+    pub entry: LogEntry,
+    pub root: RootManifest,
+    pub written: Vec<String>,
+}
+
+/// Write the manifests of the next version.
 pub(super) async fn build(
     table: &Arc<TableInner>,
     head: &Snapshot,
     pending: &PendingCommit,
     next: &Next,
-) -> Result<(LogEntry, RootManifest)> {
+) -> Result<Built> {
     let format = format(head, &pending.change);
     // The commit's mirror entry reads the new manifests right after.
     let cache = head.properties().mirror.is_some();
@@ -55,6 +62,7 @@ pub(super) async fn build(
     }
     let root_path = layout::root_manifest(next.attempt_id);
     writes.push((root_path.clone(), table.encode(&root)?));
+    let written = writes.iter().map(|(path, _)| path.clone()).collect();
     futures::future::try_join_all(
         writes
             .into_iter()
@@ -62,7 +70,11 @@ pub(super) async fn build(
     )
     .await?;
     let entry = entry(table, head, pending, next, format, root_path, replaced);
-    Ok((entry, root))
+    Ok(Built {
+        entry,
+        root,
+        written,
+    })
 }
 
 /// The format of the next version: the head's, or the one a properties

@@ -96,14 +96,6 @@ impl Ledger {
         self.superseded.get(path).is_some_and(|&v| v >= self.oldest)
     }
 
-    /// The paths retained versions other than the latest reference.
-    pub(crate) fn kept(&self) -> impl Iterator<Item = &String> {
-        self.superseded
-            .iter()
-            .filter(|(_, &v)| v >= self.oldest)
-            .map(|(p, _)| p)
-    }
-
     /// The paths no retained version references, sorted.
     pub(crate) fn released(&self) -> Vec<String> {
         let mut paths: Vec<String> = self

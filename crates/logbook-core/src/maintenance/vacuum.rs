@@ -43,7 +43,7 @@
 //! and their Delta log entries before the checkpoint that the oldest kept
 //! version needs go too (see `crate::mirror::expired_entries`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use chrono::NaiveDate;
 
@@ -104,9 +104,11 @@ pub struct VacuumReport {
     pub kept_young: usize,
     /// The commit recording the vacuum (`None` for a dry run or when nothing was deleted).
     pub version: Option<u64>,
-    /// Versions whose metadata was read to learn what the retained versions
-    /// reference: the commits since the last vacuum when its ledger was
-    /// brought forward, every retained version when it was rebuilt.
+    /// Versions walked to learn what the retained versions superseded,
+    /// counting the ledger's last one and the latest (whose metadata the
+    /// vacuum holds already): the commits since the last vacuum when its
+    /// ledger was brought forward, every retained version when it was
+    /// rebuilt.
     pub versions_read: u64,
     /// Whether every file of the table was listed (see
     /// [`VacuumOptions::full`]); otherwise only the files the retained
@@ -197,7 +199,6 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
             .listed_ms()
             .is_none_or(|at| now - at >= options.retention_ms.max(MIN_RETENTION_MS));
     let found = if everything {
-        keep.extend(ledger.kept().cloned());
         keep.extend(retained::referenced(&latest).await?);
         list_everything(inner, &mut ledger).await?
     } else {
@@ -206,28 +207,31 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     };
 
     let mut young = Vec::new();
-    let mut sizes: HashMap<String, u64> = HashMap::new();
     let mut report = VacuumReport {
         versions_read,
         listed_everything: everything,
         ..Default::default()
     };
-    for (rel, (size, modified_ms)) in found {
-        if keep.contains(&rel)
-            || ledger.keeps(&rel)
+    for (rel, &(_, modified_ms)) in &found {
+        if keep.contains(rel)
+            || ledger.keeps(rel)
             || protected_dirs.iter().any(|d| rel.starts_with(d.as_str()))
         {
             continue;
         }
         if modified_ms >= cutoff {
-            report.kept_young += 1;
-            young.push(rel);
-            continue;
+            young.push(rel.clone());
+        } else {
+            report.deleted.push(rel.clone());
         }
-        report.bytes += size;
-        sizes.insert(rel.clone(), size);
-        report.deleted.push(rel);
     }
+    report.kept_young = young.len();
+    // What the deleted files weigh (the mirror's entries are not counted).
+    let bytes = |deleted: &[String]| {
+        let sizes = deleted.iter().filter_map(|p| found.get(p));
+        sizes.map(|&(size, _)| size).sum()
+    };
+    report.bytes = bytes(&report.deleted);
     // The mirror's entries for versions whose files are going.
     report
         .deleted
@@ -257,7 +261,7 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     report
         .deleted
         .retain(|rel| !live.iter().any(|d| rel.starts_with(d.as_str())));
-    report.bytes = report.deleted.iter().filter_map(|p| sizes.get(p)).sum();
+    report.bytes = bytes(&report.deleted);
     // A stale marker goes, unless refreshed since or its directories still
     // hold files too young to delete: the next vacuum finds them by it.
     let markers: Vec<String> = stale_markers
@@ -349,15 +353,22 @@ type Found = BTreeMap<String, (u64, i64)>;
 async fn list_everything(inner: &TableInner, ledger: &mut retained::Ledger) -> Result<Found> {
     let mut found = Found::new();
     for prefix in ["data", MANIFESTS] {
-        for object in inner.list(prefix).await? {
-            let rel = inner.location.relative(&object.location);
-            let modified = object.last_modified.timestamp_millis();
-            found.insert(rel, (object.size, modified));
-        }
+        list_into(inner, prefix, &mut found).await?;
     }
     let released = ledger.released();
     ledger.forget(released.iter().filter(|p| !found.contains_key(*p)));
     Ok(found)
+}
+
+/// Add the objects under `prefix` (a directory, relative to the table
+/// root) to `found`.
+async fn list_into(inner: &TableInner, prefix: &str, found: &mut Found) -> Result<()> {
+    for object in inner.list(prefix).await? {
+        let rel = inner.location.relative(&object.location);
+        let modified = object.last_modified.timestamp_millis();
+        found.insert(rel, (object.size, modified));
+    }
+    Ok(())
 }
 
 /// What changed since the last vacuum, without listing the table: the
@@ -378,13 +389,7 @@ async fn list_changes(
     let staging =
         |d: &&&String| d.starts_with("data/") && d.len() > "data/x/".len() && !d.contains("..");
     for dir in stale_dirs.iter().filter(staging) {
-        for object in inner.list(dir).await? {
-            let rel = inner.location.relative(&object.location);
-            let modified = object.last_modified.timestamp_millis();
-            if rel.starts_with(dir.as_str()) {
-                found.insert(rel, (object.size, modified));
-            }
-        }
+        list_into(inner, dir, &mut found).await?;
     }
     // An abandoned marker's write may have committed after all: what the
     // latest lists is its. (A released file the latest lists is the
