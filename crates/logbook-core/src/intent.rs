@@ -127,6 +127,28 @@ pub(crate) async fn clear(table: &TableInner, marker: &RunMarker) {
     }
 }
 
+/// Back from a pause of `stalled_ms`, during which a vacuum may have taken
+/// files: write the marker so it protects `files` again (strictly), then
+/// make sure each is still there. A missing one fails the write
+/// (`StagedFileLost`: run it again) rather than committing it.
+pub(crate) async fn recheck(
+    table: &TableInner,
+    marker: &RunMarker,
+    files: &[DataFile],
+    stalled_ms: i64,
+) -> Result<()> {
+    beat_strict(table, marker).await?;
+    match first_damaged(table, files).await? {
+        None => Ok(()),
+        Some(path) => Err(Error::StagedFileLost {
+            table: table.name.clone(),
+            date: marker.date,
+            path,
+            stalled_min: stalled_ms / 60_000,
+        }),
+    }
+}
+
 /// The marker of a rewrite (compaction, dimension change): every staging
 /// directory it fills is added before the first file is written there, and
 /// the marker is refreshed while the rewrite runs and deleted at its end.
@@ -212,19 +234,11 @@ impl Lease {
             return Ok(());
         }
         marker.heartbeat_ms = now;
-        if let Err(e) = beat_strict(&self.table, &marker).await {
+        let checked = recheck(&self.table, &marker, files, now - last).await;
+        if checked.is_err() {
             self.lapsed.store(true, Ordering::SeqCst);
-            return Err(e);
         }
-        match first_damaged(&self.table, files).await? {
-            None => Ok(()),
-            Some(path) => Err(Error::StagedFileLost {
-                table: self.table.name.clone(),
-                date: marker.date,
-                path,
-                stalled_min: (now - last) / 60_000,
-            }),
-        }
+        checked
     }
 
     /// The rewrite is over (committed or abandoned).

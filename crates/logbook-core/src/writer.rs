@@ -16,7 +16,7 @@ use crate::handle::TableInner;
 use crate::intent::{self, RunMarker, MIN_RETENTION_MS};
 use crate::snapshot::Snapshot;
 use crate::stage::record::{record, StagedPartition};
-use crate::staged_files::{delete_files, first_damaged, StagedFiles};
+use crate::staged_files::{delete_files, StagedFiles};
 use crate::validate::conform;
 
 /// Where a partition write lands when it commits, fixed when it starts.
@@ -147,16 +147,7 @@ impl PartitionWriter {
         }
         // Back from a long pause: the marker must protect the files again
         // before they are checked, or a vacuum could still take them.
-        intent::beat_strict(&self.table, &self.marker).await?;
-        if let Some(path) = first_damaged(&self.table, self.staged.written()).await? {
-            return Err(Error::StagedFileLost {
-                table: self.table.name.clone(),
-                date: self.date,
-                path,
-                stalled_min: (now - last) / 60_000,
-            });
-        }
-        Ok(())
+        intent::recheck(&self.table, &self.marker, self.staged.written(), now - last).await
     }
 
     /// The partition this writer replaces.
