@@ -20,6 +20,12 @@
 //! that hands the columns back avoids that too, but measured slower (the
 //! columns' dictionaries move between threads at every batch).
 //!
+//! Before the first row group is encoded, the writer holds its first rows
+//! back (at most [`crate::dictionary_choice::SAMPLE_ROWS`]) and decides
+//! from them which columns go without a dictionary (see
+//! `dictionary_choice`); later row groups of the file follow the same
+//! choice.
+//!
 //! Memory stays bounded as before: a few batches queued per worker
 //! (shared, not copied, between workers), and the encoded row group bounded by the
 //! caller's flush at `row_group_bytes`, as it was with `AsyncArrowWriter`.
@@ -49,6 +55,8 @@ use parquet::file::writer::SerializedFileWriter;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::dictionary_choice::{plain_columns, without_dictionary, SAMPLE_BYTES, SAMPLE_ROWS};
+
 /// A Parquet file being written to `sink` (see the module doc).
 pub(crate) struct FileWriter<S> {
     sink: S,
@@ -59,6 +67,11 @@ pub(crate) struct FileWriter<S> {
     max_rows: usize,
     workers: usize,
     group: Option<RowGroup>,
+    /// Rows of the row group in progress, whether encoding or held back.
+    group_rows: usize,
+    /// The first rows, held back until the file's dictionaries are chosen
+    /// (`None` once they are).
+    sample: Option<Sample>,
     row_groups: usize,
     /// Set while a call is in progress and left set if it fails or is
     /// dropped: the writer may then miss rows and refuses further calls.
@@ -74,7 +87,14 @@ type WorkerFields = Vec<(usize, FieldWriters)>;
 /// The row group being encoded.
 struct RowGroup {
     workers: Vec<Worker>,
+}
+
+/// Rows held back before the first row group starts.
+#[derive(Default)]
+struct Sample {
+    batches: Vec<Arc<RecordBatch>>,
     rows: usize,
+    bytes: usize,
 }
 
 /// Batches a worker may have waiting: the caller runs at most this far
@@ -169,6 +189,8 @@ impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
             max_rows,
             workers: workers.max(1),
             group: None,
+            group_rows: 0,
+            sample: Some(Sample::default()),
             row_groups: 0,
             failed: false,
         })
@@ -189,26 +211,22 @@ impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
         self.begin()?;
         let mut offset = 0;
         while offset < batch.num_rows() {
-            let room = self.max_rows - self.group.as_ref().map_or(0, |g| g.rows);
-            let take = room.min(batch.num_rows() - offset);
+            let take = (self.max_rows - self.group_rows).min(batch.num_rows() - offset);
             let slice = Arc::new(batch.slice(offset, take));
-            let mut group = match self.group.take() {
-                Some(group) => group,
-                None => self.start_group(&slice)?,
-            };
-            for i in 0..group.workers.len() {
-                if group.workers[i].queue.send(slice.clone()).await.is_err() {
-                    // The worker stopped on an error: report it now.
-                    let failed = group.workers.swap_remove(i);
-                    failed.finish().await?;
-                    return Err(ParquetError::General("an encoding worker stopped".into()));
-                }
-            }
-            group.rows += take;
+            self.group_rows += take;
             offset += take;
-            let full = group.rows >= self.max_rows;
-            self.group = Some(group);
-            if full {
+            match self.sample.as_mut() {
+                Some(sample) => {
+                    sample.rows += take;
+                    sample.bytes += slice_bytes(&slice);
+                    sample.batches.push(slice);
+                    if sample.rows >= SAMPLE_ROWS || sample.bytes >= SAMPLE_BYTES {
+                        self.choose_dictionaries().await?;
+                    }
+                }
+                None => self.encode(slice).await?,
+            }
+            if self.group_rows >= self.max_rows {
                 self.end_group().await?;
             }
         }
@@ -216,16 +234,63 @@ impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
         Ok(())
     }
 
+    /// Hand `slice` to the row group's workers, starting the row group.
+    async fn encode(&mut self, slice: Arc<RecordBatch>) -> Result<()> {
+        let mut group = match self.group.take() {
+            Some(group) => group,
+            None => self.start_group(&slice)?,
+        };
+        for i in 0..group.workers.len() {
+            if group.workers[i].queue.send(slice.clone()).await.is_err() {
+                // The worker stopped on an error: report it now.
+                let failed = group.workers.swap_remove(i);
+                failed.finish().await?;
+                return Err(ParquetError::General("an encoding worker stopped".into()));
+            }
+        }
+        self.group = Some(group);
+        Ok(())
+    }
+
+    /// Choose the file's dictionaries from the rows held back, then encode
+    /// them (see `dictionary_choice`).
+    async fn choose_dictionaries(&mut self) -> Result<()> {
+        let Some(sample) = self.sample.take() else {
+            return Ok(());
+        };
+        let props = self.file.properties();
+        let plain = plain_columns(
+            &self.schema,
+            self.file.schema_descr(),
+            props,
+            &sample.batches,
+        )?;
+        if !plain.is_empty() {
+            // A factory of the same file whose columns have those settings.
+            let chosen = Arc::new(without_dictionary(props, &plain));
+            let root = self.file.schema_descr().root_schema_ptr();
+            let settings = SerializedFileWriter::new(std::io::sink(), root, chosen)?;
+            self.factory = ArrowRowGroupWriterFactory::new(&settings, self.schema.clone());
+        }
+        for slice in sample.batches {
+            self.encode(slice).await?;
+        }
+        Ok(())
+    }
+
     /// The estimated encoded size of the row group in progress (batches
     /// queued or being encoded not yet counted: a flush by size comes at
     /// most [`QUEUED_BATCHES`] + 1 batches late).
+    /// Rows held back for the dictionary choice count at their size in
+    /// memory.
     pub(crate) fn in_progress_size(&self) -> usize {
-        self.group.as_ref().map_or(0, |g| {
+        let encoding = self.group.as_ref().map_or(0, |g| {
             g.workers
                 .iter()
                 .map(|w| w.encoded.load(Ordering::Relaxed))
                 .sum()
-        })
+        });
+        encoding + self.sample.as_ref().map_or(0, |s| s.bytes)
     }
 
     /// Bytes written to the file so far (row groups ended).
@@ -257,6 +322,8 @@ impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
     }
 
     async fn end_group(&mut self) -> Result<()> {
+        self.choose_dictionaries().await?;
+        self.group_rows = 0;
         let Some(group) = self.group.take() else {
             return Ok(());
         };
@@ -320,8 +387,17 @@ impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
             .into_iter()
             .map(|fields| Worker::start(fields, self.schema.clone()))
             .collect::<Result<_>>()?;
-        Ok(RowGroup { workers, rows: 0 })
+        Ok(RowGroup { workers })
     }
+}
+
+/// The bytes `batch`'s rows take (not the whole buffers a slice shares).
+pub(crate) fn slice_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0))
+        .sum()
 }
 
 /// A worker's columns closed into chunks, with their leaf indexes.
@@ -405,10 +481,14 @@ mod tests {
             .build()
     }
 
-    /// What `ArrowWriter` writes for `batches` with [`props`].
+    /// What `ArrowWriter` writes for `batches` with [`props`], the column
+    /// of distinct values (`id`) without a dictionary as
+    /// `dictionary_choice` decides (`amount` repeats across batches).
     fn arrow_writer_bytes(batches: &[RecordBatch]) -> Vec<u8> {
+        let plain = [parquet::schema::types::ColumnPath::from("id")];
+        let props = without_dictionary(&props(), &plain);
         let mut bytes = Vec::new();
-        let mut w = ArrowWriter::try_new(&mut bytes, batches[0].schema(), Some(props())).unwrap();
+        let mut w = ArrowWriter::try_new(&mut bytes, batches[0].schema(), Some(props)).unwrap();
         for b in batches {
             w.write(b).unwrap();
         }
@@ -416,9 +496,10 @@ mod tests {
         bytes
     }
 
-    /// The same file `ArrowWriter` writes, byte for byte, whatever the
-    /// number of workers: nested columns, nulls, row groups ended at the
-    /// row limit across batches, page index and bloom filter included.
+    /// The same file `ArrowWriter` writes with the same dictionaries, byte
+    /// for byte, whatever the number of workers: nested columns, nulls, row
+    /// groups ended at the row limit across batches, page index and bloom
+    /// filter included.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn files_are_the_bytes_arrow_writer_writes() {
         let batches = [batch(0, 700), batch(700, 1800), batch(2500, 3)];
@@ -490,6 +571,16 @@ mod tests {
         };
         assert!(failed.await.is_err());
         assert!(w.finish().await.is_err());
+    }
+
+    /// A file finished before any row (nothing to choose dictionaries
+    /// from) is a valid empty file.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_file_without_rows_finishes() {
+        let b = batch(0, 10);
+        let mut w = FileWriter::try_new(Vec::new(), b.schema(), props(), 2).unwrap();
+        w.write(&b.slice(0, 0)).await.unwrap();
+        assert_eq!(w.finish().await.unwrap().num_row_groups(), 0);
     }
 
     /// Row groups end where the caller flushes, as with `ArrowWriter`.

@@ -18,6 +18,7 @@ pub mod change_index;
 pub mod clock;
 mod commit;
 pub mod dates;
+mod dictionary_choice;
 pub mod dimension;
 pub mod error;
 mod file_layout;

@@ -11,7 +11,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 
 use crate::error::{Error, Result};
 use crate::file_layout::FileLayout;
-use crate::file_writer::FileWriter;
+use crate::file_writer::{slice_bytes, FileWriter};
 use crate::format::{DataFile, TableProperties};
 use crate::handle::TableInner;
 use crate::schema::TableSchema;
@@ -253,15 +253,6 @@ impl StagedFiles {
         });
         Ok(())
     }
-}
-
-/// The bytes `batch`'s rows take (not the whole buffers a slice shares).
-fn slice_bytes(batch: &RecordBatch) -> usize {
-    batch
-        .columns()
-        .iter()
-        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0))
-        .sum()
 }
 
 /// Delete staged files that no commit references (best effort: vacuum
