@@ -143,6 +143,22 @@ pub async fn data_files(table: &Table) -> Vec<String> {
     objects(table, "data").await
 }
 
+/// The table's data files once `ready` holds of them: a full file is
+/// stored in the background, shortly after the write that filled it.
+pub async fn data_files_once(table: &Table, ready: impl Fn(&[String]) -> bool) -> Vec<String> {
+    for _ in 0..1200 {
+        let files = data_files(table).await;
+        if ready(&files) {
+            return files;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!(
+        "the data files never got there: {:?}",
+        data_files(table).await
+    );
+}
+
 /// Every object path under `prefix` in the table, sorted.
 pub async fn objects(table: &Table, prefix: &str) -> Vec<String> {
     use futures::TryStreamExt;

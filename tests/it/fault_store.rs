@@ -45,6 +45,8 @@ struct State {
     max_in_flight: usize,
     /// Run once before the next create of a log entry.
     before_log_create: Option<Hook>,
+    /// Puts of data files wait for a permit of this.
+    data_gate: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 #[derive(Debug, Clone)]
@@ -99,6 +101,14 @@ impl FaultStore {
     /// writer taking that version first.
     pub fn before_next_log_create(&self, hook: Hook) {
         self.state.lock().unwrap().before_log_create = Some(hook);
+    }
+
+    /// Hold every put of a data file (under `data/`) until the returned
+    /// gate is given permits (one per put).
+    pub fn hold_data_puts(&self) -> Arc<tokio::sync::Semaphore> {
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        self.state.lock().unwrap().data_gate = Some(gate.clone());
+        gate
     }
 
     /// Delay every operation by a random time of up to `max`.
@@ -203,6 +213,10 @@ impl ObjectStore for FaultStore {
     ) -> Result<PutResult> {
         if self.state.lock().unwrap().ignore_put_if_absent {
             opts.mode = object_store::PutMode::Overwrite;
+        }
+        let gate = self.state.lock().unwrap().data_gate.clone();
+        if let Some(gate) = gate.filter(|_| location.as_ref().contains("/data/")) {
+            gate.acquire().await.expect("gate open").forget();
         }
         let create = matches!(opts.mode, object_store::PutMode::Create);
         if create && location.as_ref().contains("_logbook/log/") {

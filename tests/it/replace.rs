@@ -214,6 +214,120 @@ async fn data_files_carry_the_page_index() {
     }
 }
 
+/// Files roll at the target size: the rows a file holds back before
+/// choosing its dictionaries (counted at their size in memory, larger than
+/// encoded) do not close it early.
+#[tokio::test]
+async fn files_roll_at_the_target_size() {
+    let target = 256 << 10;
+    let t = memory_table_with("orders", options().with_target_file_size(target)).await;
+    let d = date("2026-03-15");
+    let mut w = t.replace_partition(d, RunInfo::new("r")).await.unwrap();
+    for start in (0..200_000).step_by(4096) {
+        w.write(&batch(d, start..start + 4096, "x")).await.unwrap();
+    }
+    w.commit().await.unwrap();
+    let p = latest_partition(&t, d).await;
+    let (last, full) = p.files.split_last().unwrap();
+    assert!(full.len() >= 2, "{} files", p.files.len());
+    for f in full {
+        // Parquet's size estimates of the pages in progress run ahead of
+        // their final encoded size, so files close somewhat below it.
+        assert!(
+            f.size as usize >= target / 2,
+            "{}: {} bytes",
+            f.path,
+            f.size
+        );
+    }
+    assert!(last.size > 0);
+}
+
+/// A full file is stored (its upload completed) in the background while
+/// the next file is written: the encoders do not wait for storage between
+/// files. The files are still listed in order, each whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_file_is_written_while_the_last_one_is_stored() {
+    use crate::fault_store::FaultStore;
+    use logbook::{StorageLocation, Table, TableSchema};
+    let store = FaultStore::new(std::sync::Arc::new(object_store::memory::InMemory::new()));
+    let loc = StorageLocation::from_store(std::sync::Arc::new(store.clone()), "t", "memory://held");
+    let schema = TableSchema::parse_spec("t", SPEC, "date").unwrap();
+    let options = options().with_max_rows_per_file(100);
+    let t = Table::create(loc, "t", schema, options).await.unwrap();
+    let d = date("2026-03-15");
+    let mut w = t.replace_partition(d, RunInfo::new("r1")).await.unwrap();
+    let gate = store.hold_data_puts();
+    // Fills the first file, which closes, and writes half the second.
+    let wrote = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        w.write(&batch(d, 0..150, "x")),
+    )
+    .await;
+    assert!(
+        wrote.is_ok(),
+        "the second file waited for the first one's upload"
+    );
+    wrote.unwrap().unwrap();
+    gate.add_permits(100);
+    w.write(&batch(d, 150..250, "x")).await.unwrap();
+    w.commit().await.unwrap();
+    let p = latest_partition(&t, d).await;
+    let sizes: Vec<u64> = p.files.iter().map(|f| f.rows).collect();
+    assert_eq!(sizes, [100, 100, 50]);
+    let names: Vec<&str> = p
+        .files
+        .iter()
+        .map(|f| &f.path[f.path.len() - 18..])
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "part-00000.parquet",
+            "part-00001.parquet",
+            "part-00002.parquet"
+        ]
+    );
+    let ids: Vec<i64> = rows(&t.latest().await.unwrap(), d)
+        .await
+        .iter()
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(ids, (0..250).collect::<Vec<_>>());
+}
+
+/// A writer back from a long pause waits for its file still closing, then
+/// checks its files before going on: a write dropped during that wait (a
+/// timeout around it) leaves the writer unable to commit unchecked files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_dropped_while_its_files_are_checked_cannot_be_committed() {
+    use crate::fault_store::FaultStore;
+    use logbook::clock::ManualClock;
+    use logbook::maintenance::MIN_RETENTION_MS;
+    use logbook::{StorageLocation, Table, TableSchema};
+    let store = FaultStore::new(std::sync::Arc::new(object_store::memory::InMemory::new()));
+    let loc = StorageLocation::from_store(std::sync::Arc::new(store.clone()), "t", "memory://held");
+    let clock = std::sync::Arc::new(ManualClock::new(1_700_000_000_000));
+    let options = options()
+        .with_clock(clock.clone())
+        .with_max_rows_per_file(2);
+    let schema = TableSchema::parse_spec("t", SPEC, "date").unwrap();
+    let t = Table::create(loc, "t", schema, options).await.unwrap();
+    let d = date("2026-03-15");
+    let mut w = t.replace_partition(d, RunInfo::new("r1")).await.unwrap();
+    let gate = store.hold_data_puts();
+    // The first file fills and closes in the background, held.
+    w.write(&batch(d, 0..2, "x")).await.unwrap();
+    clock.advance(2 * MIN_RETENTION_MS);
+    let one_row = batch(d, 2..3, "x");
+    let dropped = tokio::time::timeout(std::time::Duration::from_millis(200), w.write(&one_row));
+    assert!(dropped.await.is_err(), "the check waited for the held file");
+    gate.add_permits(100);
+    let e = w.commit().await.unwrap_err();
+    assert!(e.to_string().contains("abort it and start again"), "{e}");
+    assert!(latest_partition_opt(&t, d).await.is_none());
+}
+
 /// A write dropped midway (a timeout around it, a cancelled task) may have
 /// sent part of its rows to the encoders: the writer must not commit
 /// without them.

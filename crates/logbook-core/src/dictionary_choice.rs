@@ -15,7 +15,8 @@
 //!
 //! The rule: before a file's first row group is encoded, [`plain_columns`]
 //! looks at a sample of its first rows (up to [`SAMPLE_ROWS`], at most
-//! [`SAMPLE_VALUES`] values per column, evenly spread), estimates each
+//! [`SAMPLE_VALUES`] values per column, evenly spread; fewer than
+//! [`MIN_VALUES`] decide nothing), estimates each
 //! column's number of distinct values from how often the sample repeats
 //! itself, and writes plain the columns whose estimated dictionary would
 //! pass the limit. Where values repeat (a status, a country, amounts that
@@ -55,6 +56,10 @@ pub(crate) const SAMPLE_BYTES: usize = 8 << 20;
 
 /// Values of each column looked at.
 pub(crate) const SAMPLE_VALUES: usize = 4_096;
+
+/// Fewer non-null values than this say too little: the column keeps its
+/// dictionary (a file's first row group may be a few rows).
+pub(crate) const MIN_VALUES: usize = 1_000;
 
 /// The columns of `schema` (the file's Arrow schema, laid out as `descr`)
 /// to write without a dictionary, judged on `sample` (see the module doc).
@@ -132,10 +137,13 @@ fn sampled(
 /// `values`; `None` when they are too few (or all null) to judge.
 fn dictionary_bytes(values: &ArrayRef) -> Result<Option<f64>, ArrowError> {
     let seen = values.len() - values.null_count();
-    if seen < 2 {
+    if seen < MIN_VALUES {
         return Ok(None);
     }
-    let converter = RowConverter::new(vec![SortField::new(values.data_type().clone())])?;
+    // A type the row format cannot hold keeps its dictionary, as before.
+    let Ok(converter) = RowConverter::new(vec![SortField::new(values.data_type().clone())]) else {
+        return Ok(None);
+    };
     let rows = converter.convert_columns(std::slice::from_ref(values))?;
     let distinct: HashSet<_> = (0..rows.num_rows())
         .filter(|i| values.is_valid(*i))
@@ -271,6 +279,12 @@ mod tests {
             ("d", repeating),
         ];
         assert_eq!(picked(columns, props), ["b", "c"]);
+    }
+
+    #[test]
+    fn a_sample_of_a_few_rows_keeps_every_dictionary() {
+        let ids = Arc::new(Int64Array::from_iter_values(0..(MIN_VALUES as i64 - 1))) as ArrayRef;
+        assert!(picked(vec![("id", ids)], default_props()).is_empty());
     }
 
     #[test]

@@ -26,8 +26,10 @@
 //! `dictionary_choice`); later row groups of the file follow the same
 //! choice.
 //!
-//! Memory stays bounded as before: a few batches queued per worker
-//! (shared, not copied, between workers), and the encoded row group bounded by the
+//! Memory stays bounded: the rows held back for the choice (at most
+//! [`SAMPLE_ROWS`] and the caller's byte limit; a held slice keeps its
+//! batch's buffers alive), a few batches queued per worker (shared, not
+//! copied, between workers), and the encoded row group bounded by the
 //! caller's flush at `row_group_bytes`, as it was with `AsyncArrowWriter`.
 //!
 //! Not cancel-safe: a `write` or `flush` future dropped before it completes
@@ -72,6 +74,8 @@ pub(crate) struct FileWriter<S> {
     /// The first rows, held back until the file's dictionaries are chosen
     /// (`None` once they are).
     sample: Option<Sample>,
+    /// Bytes of rows (in memory) held back at most.
+    sample_bytes: usize,
     row_groups: usize,
     /// Set while a call is in progress and left set if it fails or is
     /// dropped: the writer may then miss rows and refuses further calls.
@@ -191,9 +195,19 @@ impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
             group: None,
             group_rows: 0,
             sample: Some(Sample::default()),
+            sample_bytes: SAMPLE_BYTES,
             row_groups: 0,
             failed: false,
         })
+    }
+
+    /// Hold back at most `bytes` of rows (in memory) for the dictionary
+    /// choice (default [`SAMPLE_BYTES`]): a caller that ends files or row
+    /// groups by their size keeps this well below those sizes, since held
+    /// rows count at their size in memory, not encoded.
+    pub(crate) fn with_sample_bytes(mut self, bytes: usize) -> Self {
+        self.sample_bytes = bytes.min(SAMPLE_BYTES);
+        self
     }
 
     fn begin(&mut self) -> Result<()> {
@@ -220,7 +234,7 @@ impl<S: AsyncWrite + Unpin + Send> FileWriter<S> {
                     sample.rows += take;
                     sample.bytes += slice_bytes(&slice);
                     sample.batches.push(slice);
-                    if sample.rows >= SAMPLE_ROWS || sample.bytes >= SAMPLE_BYTES {
+                    if sample.rows >= SAMPLE_ROWS || sample.bytes >= self.sample_bytes {
                         self.choose_dictionaries().await?;
                     }
                 }

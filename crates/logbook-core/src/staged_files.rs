@@ -1,6 +1,13 @@
 //! Staged data files: stream batches into Parquet files under one fresh
 //! directory, rolling at a target size. Nothing here is visible to readers
 //! until a commit lists the files.
+//!
+//! A full file closes in the background (its last row group encoded, its
+//! footer written, its upload completed and made durable) while the next
+//! one is written, so the encoders never wait for storage between files.
+//! At most one file is closing at a time: the next close, `finish`,
+//! `settle` and `abort` wait for it first, so files are listed in order
+//! and memory holds at most one extra row group.
 
 use std::sync::Arc;
 
@@ -8,6 +15,7 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use object_store::buffered::BufWriter;
 use object_store::{ObjectStore, ObjectStoreExt};
+use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
 use crate::file_layout::FileLayout;
@@ -22,6 +30,11 @@ pub(crate) struct StagedFiles {
     dir: String,
     schema: SchemaRef,
     open: Option<OpenFile>,
+    /// The last file closed, still closing in the background (its path,
+    /// and the task).
+    closing: Option<(String, JoinHandle<Result<DataFile>>)>,
+    /// Files opened so far (each gets the next number).
+    opened: usize,
     files: Vec<DataFile>,
     target_file_size: usize,
     layout: FileLayout,
@@ -56,6 +69,8 @@ impl StagedFiles {
             dir,
             schema: schema.file_schema(),
             open: None,
+            closing: None,
+            opened: 0,
             files: Vec::new(),
             target_file_size: table.options.target_file_size,
             layout: FileLayout::new(schema, properties),
@@ -73,9 +88,42 @@ impl StagedFiles {
         self
     }
 
-    /// The files closed so far (each fully stored).
+    /// The files closed so far (each fully stored); the one closing in
+    /// the background is listed after [`StagedFiles::settle`].
     pub fn written(&self) -> &[DataFile] {
         &self.files
+    }
+
+    /// Wait for the file closing in the background, if any, and list it
+    /// among the files written. A file that failed to close is deleted and
+    /// its error returned.
+    pub async fn settle(&mut self) -> Result<()> {
+        // Awaited in place, not taken first: a caller dropped midway
+        // leaves the task here for `abort` to clean up after.
+        let Some((relative, task)) = self.closing.as_mut() else {
+            return Ok(());
+        };
+        let joined = task.await;
+        let relative = std::mem::take(relative);
+        self.closing = None;
+        let closed = match joined {
+            Ok(closed) => closed,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(Error::Interrupted {
+                table: self.table.name.clone(),
+                what: format!("closing {relative}"),
+            }),
+        };
+        match closed {
+            Ok(file) => {
+                self.files.push(file);
+                Ok(())
+            }
+            Err(e) => {
+                delete_files(&self.table, &[relative]).await;
+                Err(e)
+            }
+        }
     }
 
     /// The staging directory, relative to the table root.
@@ -205,11 +253,17 @@ impl StagedFiles {
         self.enter()?;
         self.write_sorted(true).await?;
         self.close_file().await?;
+        self.settle().await?;
         Ok(std::mem::take(&mut self.files))
     }
 
     /// Delete everything written (nothing was committed).
     pub async fn abort(mut self) {
+        if let Some((relative, task)) = self.closing.take() {
+            // Its upload completes (or fails) before it is deleted below.
+            let _ = task.await;
+            self.files.push(DataFile::new(relative, 0, 0));
+        }
         if let Some(mut f) = self.open.take() {
             // Finishing flushes the upload so that it can be deleted below.
             let _ = f.writer.finish().await;
@@ -219,15 +273,21 @@ impl StagedFiles {
         delete_files(&self.table, &paths).await;
     }
 
-    fn open_file(&self) -> Result<OpenFile> {
+    fn open_file(&mut self) -> Result<OpenFile> {
         let opts = &self.table.options;
-        let relative = format!("{}/part-{:05}.parquet", self.dir, self.files.len());
+        let relative = format!("{}/part-{:05}.parquet", self.dir, self.opened);
+        self.opened += 1;
         let path = self.table.location.path(&relative);
         let sink = BufWriter::with_capacity(self.table.location.store().clone(), path, 16 << 20);
         let props = self.layout.writer_properties(opts);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // Rows held back for the dictionary choice count at their size in
+        // memory: kept to a quarter of the sizes that end files and row
+        // groups, they never end one early.
+        let held = (self.target_file_size / 4).min(opts.row_group_bytes / 4);
         let writer = FileWriter::try_new(sink, self.schema.clone(), props, cores)
-            .map_err(|e| Error::parquet(&relative, e))?;
+            .map_err(|e| Error::parquet(&relative, e))?
+            .with_sample_bytes(held);
         Ok(OpenFile {
             relative,
             writer,
@@ -236,22 +296,36 @@ impl StagedFiles {
         })
     }
 
+    /// Start closing the open file in the background, once the previous
+    /// one has closed.
     async fn close_file(&mut self) -> Result<()> {
-        let Some(mut f) = self.open.take() else {
+        if self.open.is_none() {
+            return Ok(());
+        }
+        self.settle().await?;
+        let Some(f) = self.open.take() else {
             return Ok(());
         };
-        let footer = f
+        let relative = f.relative.clone();
+        self.closing = Some((relative, tokio::spawn(f.close(self.schema.clone()))));
+        Ok(())
+    }
+}
+
+impl OpenFile {
+    /// Finish the file: the last row group, the footer, the upload.
+    async fn close(mut self, schema: SchemaRef) -> Result<DataFile> {
+        let footer = self
             .writer
             .finish()
             .await
-            .map_err(|e| Error::parquet(&f.relative, e))?;
-        self.files.push(DataFile {
-            size: f.writer.bytes_written() as u64,
-            stats: crate::file_stats::from_footer(&self.schema, &footer, &f.nan_columns),
-            path: f.relative,
-            rows: f.rows,
-        });
-        Ok(())
+            .map_err(|e| Error::parquet(&self.relative, e))?;
+        Ok(DataFile {
+            size: self.writer.bytes_written() as u64,
+            stats: crate::file_stats::from_footer(&schema, &footer, &self.nan_columns),
+            path: self.relative,
+            rows: self.rows,
+        })
     }
 }
 

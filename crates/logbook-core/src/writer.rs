@@ -146,8 +146,17 @@ impl PartitionWriter {
             return Ok(());
         }
         // Back from a long pause: the marker must protect the files again
-        // before they are checked, or a vacuum could still take them.
-        intent::recheck(&self.table, &self.marker, self.staged.written(), now - last).await
+        // before they are checked, or a vacuum could still take them. A
+        // file closing in the background is checked too, once closed. The
+        // writer counts as failed until the check is done: a check dropped
+        // midway (a timeout around `write`) must not let it commit unchecked
+        // files on the next, short, heartbeat.
+        self.failed = true;
+        intent::beat(&self.table, &self.marker).await;
+        self.staged.settle().await?;
+        intent::recheck(&self.table, &self.marker, self.staged.written(), now - last).await?;
+        self.failed = false;
+        Ok(())
     }
 
     /// The partition this writer replaces.
