@@ -14,11 +14,12 @@
 //! of the profile.
 //!
 //! The rule: before a file's first row group is encoded, [`plain_columns`]
-//! looks at a sample of its first rows (up to [`SAMPLE_ROWS`], at most
-//! [`SAMPLE_VALUES`] values per column, evenly spread; fewer than
-//! [`MIN_VALUES`] decide nothing), estimates each
-//! column's number of distinct values from how often the sample repeats
-//! itself, and writes plain the columns whose estimated dictionary would
+//! looks at its first rows (up to [`SAMPLE_ROWS`], every row, so values
+//! that repeat a few rows apart are seen; at most [`SAMPLE_VALUES`]
+//! evenly spread when one batch brings more; fewer than [`MIN_VALUES`]
+//! decide nothing), estimates each column's number of distinct values
+//! from how often the sample repeats itself, at most the rows of a row
+//! group, and writes plain the columns whose estimated dictionary would
 //! pass the limit. Where values repeat (a status, a country, amounts that
 //! cycle) the estimate stays small and the dictionary is kept; a sample
 //! whose values cluster (sorted data) also looks repetitive, so mistakes
@@ -54,8 +55,8 @@ pub(crate) const SAMPLE_ROWS: usize = 16_384;
 /// deciding, so wide rows do not hold many megabytes back.
 pub(crate) const SAMPLE_BYTES: usize = 8 << 20;
 
-/// Values of each column looked at.
-pub(crate) const SAMPLE_VALUES: usize = 4_096;
+/// Values of each column looked at, at most.
+pub(crate) const SAMPLE_VALUES: usize = SAMPLE_ROWS;
 
 /// Fewer non-null values than this say too little: the column keeps its
 /// dictionary (a file's first row group may be a few rows).
@@ -85,9 +86,11 @@ pub(crate) fn plain_columns(
     }
     let stride = rows.div_ceil(SAMPLE_VALUES).max(1);
     let mut plain = Vec::new();
+    // A dictionary is per row group: it never holds more values than that.
+    let group_rows = props.max_row_group_row_count().unwrap_or(usize::MAX) as f64;
     for (field, path) in candidates {
         let values = sampled(sample, field, stride)?;
-        let Some(bytes) = dictionary_bytes(&values)? else {
+        let Some(bytes) = dictionary_bytes(&values, group_rows)? else {
             continue;
         };
         if bytes >= props.column_dictionary_page_size_limit(&path) as f64 {
@@ -135,7 +138,7 @@ fn sampled(
 
 /// The size the column's dictionary would likely reach, judged from
 /// `values`; `None` when they are too few (or all null) to judge.
-fn dictionary_bytes(values: &ArrayRef) -> Result<Option<f64>, ArrowError> {
+fn dictionary_bytes(values: &ArrayRef, group_rows: f64) -> Result<Option<f64>, ArrowError> {
     let seen = values.len() - values.null_count();
     if seen < MIN_VALUES {
         return Ok(None);
@@ -153,9 +156,8 @@ fn dictionary_bytes(values: &ArrayRef) -> Result<Option<f64>, ArrowError> {
     // the length plus an offset for strings and binaries (as a plain
     // dictionary page stores them, a length before each).
     let size = values.to_data().get_slice_memory_size()? as f64 / values.len() as f64;
-    Ok(Some(
-        estimated_distinct(seen, distinct.len()).map_or(f64::INFINITY, |n| n * size),
-    ))
+    let distinct = estimated_distinct(seen, distinct.len()).unwrap_or(f64::INFINITY);
+    Ok(Some(distinct.min(group_rows) * size))
 }
 
 /// How many distinct values a column likely holds when `seen` values of it
@@ -231,7 +233,7 @@ mod tests {
                         (0..rows).map(|i| (i * 31 % 10_000) as f64),
                     )),
                 ),
-                // 1,000 long URLs: a 500 KB dictionary that pays 80 times.
+                // 1,000 long URLs: a 500 KB dictionary that pays 16 times.
                 (
                     "url",
                     Arc::new(StringArray::from_iter_values(
@@ -279,6 +281,26 @@ mod tests {
             ("d", repeating),
         ];
         assert_eq!(picked(columns, props), ["b", "c"]);
+    }
+
+    #[test]
+    fn a_dictionary_that_fits_for_a_whole_row_group_is_kept() {
+        let ids = || Arc::new(Int64Array::from_iter_values(0..SAMPLE_ROWS as i64)) as ArrayRef;
+        let small_groups = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(100_000))
+            .build();
+        // 100,000 distinct 8-byte values fit under 1 MiB; 1,048,576 do not.
+        assert!(picked(vec![("id", ids())], small_groups).is_empty());
+        assert_eq!(picked(vec![("id", ids())], default_props()), ["id"]);
+    }
+
+    #[test]
+    fn values_repeating_a_few_rows_apart_keep_their_dictionary() {
+        // Sorted data: each value three times in a row.
+        let runs = Arc::new(Int64Array::from_iter_values(
+            (0..SAMPLE_ROWS as i64).map(|i| i / 3),
+        ));
+        assert!(picked(vec![("sorted", runs as ArrayRef)], default_props()).is_empty());
     }
 
     #[test]

@@ -36,9 +36,11 @@
 //! leaves the writer failed (every later call errors), never a file
 //! missing rows.
 //!
-//! Alternatives: several files in flight at once (more, smaller files per
+//! Alternatives: several files encoded at once (more, smaller files per
 //! partition, and a file's rows no longer in the order written), or row
-//! groups encoded concurrently (a row group's memory per core).
+//! groups encoded concurrently (a row group's memory per core). A full
+//! file does finish its upload while the next is encoded (see
+//! `staged_files`).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -495,14 +497,12 @@ mod tests {
             .build()
     }
 
-    /// What `ArrowWriter` writes for `batches` with [`props`], the column
-    /// of distinct values (`id`) without a dictionary as
-    /// `dictionary_choice` decides (`amount` repeats across batches).
+    /// What `ArrowWriter` writes for `batches` with [`props`] (row groups
+    /// of 1,000 rows: every dictionary fits, `dictionary_choice` keeps
+    /// them all).
     fn arrow_writer_bytes(batches: &[RecordBatch]) -> Vec<u8> {
-        let plain = [parquet::schema::types::ColumnPath::from("id")];
-        let props = without_dictionary(&props(), &plain);
         let mut bytes = Vec::new();
-        let mut w = ArrowWriter::try_new(&mut bytes, batches[0].schema(), Some(props)).unwrap();
+        let mut w = ArrowWriter::try_new(&mut bytes, batches[0].schema(), Some(props())).unwrap();
         for b in batches {
             w.write(b).unwrap();
         }
@@ -585,6 +585,44 @@ mod tests {
         };
         assert!(failed.await.is_err());
         assert!(w.finish().await.is_err());
+    }
+
+    /// In row groups large enough for a column's dictionary to pass its
+    /// limit, a column of distinct values goes without one (the same bytes
+    /// as `ArrowWriter` told so), and a repeating one keeps it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn distinct_columns_are_written_without_a_dictionary() {
+        let batches: Vec<RecordBatch> = (0..3).map(|i| batch(i * 8192, 8192)).collect();
+        let large_groups = || {
+            WriterProperties::builder()
+                .set_statistics_enabled(parquet::file::properties::EnabledStatistics::Page)
+                .build()
+        };
+        let mut w =
+            FileWriter::try_new(Vec::new(), batches[0].schema(), large_groups(), 2).unwrap();
+        for b in &batches {
+            w.write(b).await.unwrap();
+        }
+        let meta = w.finish().await.unwrap();
+        let dictionary = |name: &str| {
+            let columns = meta.row_group(0).columns();
+            let c = columns
+                .iter()
+                .find(|c| c.column_path().string() == name)
+                .unwrap();
+            c.dictionary_page_offset().is_some()
+        };
+        assert!(!dictionary("id"), "distinct ids kept a dictionary");
+        assert!(dictionary("name"), "13 names lost their dictionary");
+        let plain = [parquet::schema::types::ColumnPath::from("id")];
+        let told = without_dictionary(&large_groups(), &plain);
+        let mut expected = Vec::new();
+        let mut a = ArrowWriter::try_new(&mut expected, batches[0].schema(), Some(told)).unwrap();
+        for b in &batches {
+            a.write(b).unwrap();
+        }
+        a.close().unwrap();
+        assert!(w.sink == expected, "the bytes differ");
     }
 
     /// A file finished before any row (nothing to choose dictionaries

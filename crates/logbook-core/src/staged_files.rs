@@ -6,8 +6,12 @@
 //! footer written, its upload completed and made durable) while the next
 //! one is written, so the encoders never wait for storage between files.
 //! At most one file is closing at a time: the next close, `finish`,
-//! `settle` and `abort` wait for it first, so files are listed in order
-//! and memory holds at most one extra row group.
+//! `settle` and `abort` wait for it first, so files are listed in order.
+//! Memory holds that file's last row group and its upload buffers (up to
+//! 16 MiB, plus the parts in flight) beside the file being written. A
+//! `finish` that fails deletes what it wrote, as `abort` does; a
+//! `finish` or `abort` dropped midway leaves the closing file to complete
+//! on its own, an orphan for vacuum.
 
 use std::sync::Arc;
 
@@ -30,9 +34,8 @@ pub(crate) struct StagedFiles {
     dir: String,
     schema: SchemaRef,
     open: Option<OpenFile>,
-    /// The last file closed, still closing in the background (its path,
-    /// and the task).
-    closing: Option<(String, JoinHandle<Result<DataFile>>)>,
+    /// The last file closed, still closing in the background.
+    closing: Option<Closing>,
     /// Files opened so far (each gets the next number).
     opened: usize,
     files: Vec<DataFile>,
@@ -46,6 +49,13 @@ pub(crate) struct StagedFiles {
     /// before it completes (its rows may be half written), so that the
     /// files can no longer be finished without them.
     busy: bool,
+}
+
+/// A file closing on a task of its own.
+struct Closing {
+    relative: String,
+    /// `None` once its outcome was taken (a failed close being deleted).
+    task: Option<JoinHandle<Result<DataFile>>>,
 }
 
 struct OpenFile {
@@ -100,12 +110,20 @@ impl StagedFiles {
     pub async fn settle(&mut self) -> Result<()> {
         // Awaited in place, not taken first: a caller dropped midway
         // leaves the task here for `abort` to clean up after.
-        let Some((relative, task)) = self.closing.as_mut() else {
+        let Some(Closing { relative, task }) = self.closing.as_mut() else {
             return Ok(());
         };
-        let joined = task.await;
-        let relative = std::mem::take(relative);
-        self.closing = None;
+        let Some(running) = task.as_mut() else {
+            // It failed, and the call deleting it was dropped: never list
+            // the files as whole.
+            return Err(Error::Interrupted {
+                table: self.table.name.clone(),
+                what: format!("closing {relative}"),
+            });
+        };
+        let joined = running.await;
+        *task = None;
+        let relative = relative.clone();
         let closed = match joined {
             Ok(closed) => closed,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -116,11 +134,14 @@ impl StagedFiles {
         };
         match closed {
             Ok(file) => {
+                self.closing = None;
                 self.files.push(file);
                 Ok(())
             }
             Err(e) => {
-                delete_files(&self.table, &[relative]).await;
+                // Forgotten only once deleted: `abort` deletes it otherwise.
+                delete_files(&self.table, std::slice::from_ref(&relative)).await;
+                self.closing = None;
                 Err(e)
             }
         }
@@ -249,20 +270,31 @@ impl StagedFiles {
     }
 
     /// Close the open file and return every file written.
+    /// Files that fail to finish are deleted, all of them.
     pub async fn finish(mut self) -> Result<Vec<DataFile>> {
         self.enter()?;
-        self.write_sorted(true).await?;
-        self.close_file().await?;
-        self.settle().await?;
-        Ok(std::mem::take(&mut self.files))
+        let done = async {
+            self.write_sorted(true).await?;
+            self.close_file().await?;
+            self.settle().await
+        };
+        match done.await {
+            Ok(()) => Ok(std::mem::take(&mut self.files)),
+            Err(e) => {
+                self.abort().await;
+                Err(e)
+            }
+        }
     }
 
     /// Delete everything written (nothing was committed).
     pub async fn abort(mut self) {
-        if let Some((relative, task)) = self.closing.take() {
+        if let Some(closing) = self.closing.take() {
             // Its upload completes (or fails) before it is deleted below.
-            let _ = task.await;
-            self.files.push(DataFile::new(relative, 0, 0));
+            if let Some(task) = closing.task {
+                let _ = task.await;
+            }
+            self.files.push(DataFile::new(closing.relative, 0, 0));
         }
         if let Some(mut f) = self.open.take() {
             // Finishing flushes the upload so that it can be deleted below.
@@ -306,8 +338,10 @@ impl StagedFiles {
         let Some(f) = self.open.take() else {
             return Ok(());
         };
-        let relative = f.relative.clone();
-        self.closing = Some((relative, tokio::spawn(f.close(self.schema.clone()))));
+        self.closing = Some(Closing {
+            relative: f.relative.clone(),
+            task: Some(tokio::spawn(f.close(self.schema.clone()))),
+        });
         Ok(())
     }
 }

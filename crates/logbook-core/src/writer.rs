@@ -41,9 +41,10 @@ impl From<Option<String>> for Destination {
 /// Streams the rows of one partition into staged files; nothing is visible
 /// until [`PartitionWriter::commit`].
 ///
-/// Memory stays bounded by one row group whatever the partition size: files
-/// roll at the table's target size and row groups flush at
-/// [`crate::TableOptions::row_group_bytes`]. Dropping a writer without
+/// Memory stays bounded whatever the partition size: files roll at the
+/// table's target size and row groups flush at
+/// [`crate::TableOptions::row_group_bytes`]; a full file's last row group
+/// and upload buffers are held while it closes in the background. Dropping a writer without
 /// committing leaves only staged files, which vacuum removes later.
 pub struct PartitionWriter {
     table: Arc<TableInner>,
@@ -349,7 +350,8 @@ impl PartitionWriter {
             return Err(Error::WriterClosed {
                 table: self.table.name.clone(),
                 date: self.date,
-                state: "failed (an earlier write was refused); abort it and start again",
+                state:
+                    "failed (an earlier write was refused or interrupted); abort it and start again",
             });
         }
         Ok(())

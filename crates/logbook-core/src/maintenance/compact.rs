@@ -169,7 +169,9 @@ fn plan_partition(p: PartitionEntry, target: u64) -> Option<PartitionPlan> {
 }
 
 /// Compact `table` as planned by `options`, reporting progress after each
-/// partition. Memory stays bounded by one row group whatever the partition size.
+/// partition. Memory stays bounded whatever the partition size: per
+/// partition rewritten at once, a row group being encoded and one file
+/// closing (its last row group and upload buffers).
 ///
 /// ```
 /// # #[tokio::main] async fn main() -> logbook_core::Result<()> {
