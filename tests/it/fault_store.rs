@@ -47,6 +47,9 @@ struct State {
     before_log_create: Option<Hook>,
     /// Puts of data files wait for a permit of this.
     data_gate: Option<Arc<tokio::sync::Semaphore>>,
+    /// Puts of data files so far, and the one (1-based) that fails.
+    data_puts: usize,
+    failing_data_put: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -109,6 +112,13 @@ impl FaultStore {
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         self.state.lock().unwrap().data_gate = Some(gate.clone());
         gate
+    }
+
+    /// Make the `n`-th put of a data file (1-based) fail without landing.
+    pub fn fail_data_put(&self, n: usize) {
+        let mut s = self.state.lock().unwrap();
+        s.data_puts = 0;
+        s.failing_data_put = Some(n);
     }
 
     /// Delay every operation by a random time of up to `max`.
@@ -214,9 +224,17 @@ impl ObjectStore for FaultStore {
         if self.state.lock().unwrap().ignore_put_if_absent {
             opts.mode = object_store::PutMode::Overwrite;
         }
+        let data = location.as_ref().contains("/data/");
         let gate = self.state.lock().unwrap().data_gate.clone();
-        if let Some(gate) = gate.filter(|_| location.as_ref().contains("/data/")) {
+        if let Some(gate) = gate.filter(|_| data) {
             gate.acquire().await.expect("gate open").forget();
+        }
+        if data {
+            let mut s = self.state.lock().unwrap();
+            s.data_puts += 1;
+            if s.failing_data_put == Some(s.data_puts) {
+                return Err(injected());
+            }
         }
         let create = matches!(opts.mode, object_store::PutMode::Create);
         if create && location.as_ref().contains("_logbook/log/") {

@@ -296,6 +296,35 @@ async fn the_next_file_is_written_while_the_last_one_is_stored() {
     assert_eq!(ids, (0..250).collect::<Vec<_>>());
 }
 
+/// A file that fails to close in the background fails the commit, and the
+/// files written before and after it are deleted with it: nothing staged
+/// is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_fails_to_close_leaves_no_staged_files() {
+    use crate::fault_store::FaultStore;
+    use logbook::{StorageLocation, Table, TableSchema};
+    let store = FaultStore::new(std::sync::Arc::new(object_store::memory::InMemory::new()));
+    let loc =
+        StorageLocation::from_store(std::sync::Arc::new(store.clone()), "t", "memory://failing");
+    let schema = TableSchema::parse_spec("t", SPEC, "date").unwrap();
+    let t = Table::create(loc, "t", schema, options().with_max_rows_per_file(2))
+        .await
+        .unwrap();
+    let d = date("2026-03-15");
+    store.fail_data_put(2);
+    let mut w = t.replace_partition(d, RunInfo::new("r1")).await.unwrap();
+    // Three files: the first stored, the second failing, the third open.
+    w.write(&batch(d, 0..5, "x")).await.unwrap();
+    let e = w.commit().await.unwrap_err();
+    assert!(e.to_string().contains("part-00001"), "{e}");
+    assert!(latest_partition_opt(&t, d).await.is_none());
+    assert_eq!(
+        data_files(&t).await,
+        Vec::<String>::new(),
+        "staged files left behind"
+    );
+}
+
 /// A writer back from a long pause waits for its file still closing, then
 /// checks its files before going on: a write dropped during that wait (a
 /// timeout around it) leaves the writer unable to commit unchecked files.

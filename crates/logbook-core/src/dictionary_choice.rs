@@ -38,7 +38,6 @@
 //! (a 200,000-row partition has only one), or a smaller dictionary limit
 //! (it would also cut dictionaries that pay).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
@@ -148,10 +147,15 @@ fn dictionary_bytes(values: &ArrayRef, group_rows: f64) -> Result<Option<f64>, A
         return Ok(None);
     };
     let rows = converter.convert_columns(std::slice::from_ref(values))?;
-    let distinct: HashSet<_> = (0..rows.num_rows())
-        .filter(|i| values.is_valid(*i))
-        .map(|i| rows.row(i))
-        .collect();
+    // hashbrown's default hasher (foldhash), not std's SipHash: this runs
+    // on the writer's path before any encoding starts, and SipHash was 7%
+    // of a 200,000-row replace's profile.
+    let mut distinct = hashbrown::HashSet::with_capacity(values.len());
+    distinct.extend(
+        (0..rows.num_rows())
+            .filter(|i| values.is_valid(*i))
+            .map(|i| rows.row(i)),
+    );
     // Bytes per value as held in memory: the width of fixed-size values,
     // the length plus an offset for strings and binaries (as a plain
     // dictionary page stores them, a length before each).
