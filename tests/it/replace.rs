@@ -243,18 +243,27 @@ async fn files_roll_at_the_target_size() {
     assert!(last.size > 0);
 }
 
+/// Table `t` on a fault-injecting store, with `options`.
+async fn faulty_table(
+    options: logbook::TableOptions,
+) -> (crate::fault_store::FaultStore, logbook::Table) {
+    use logbook::{StorageLocation, Table, TableSchema};
+    let store = crate::fault_store::FaultStore::new(std::sync::Arc::new(
+        object_store::memory::InMemory::new(),
+    ));
+    let loc =
+        StorageLocation::from_store(std::sync::Arc::new(store.clone()), "t", "memory://faulty");
+    let schema = TableSchema::parse_spec("t", SPEC, "date").unwrap();
+    let t = Table::create(loc, "t", schema, options).await.unwrap();
+    (store, t)
+}
+
 /// A full file is stored (its upload completed) in the background while
 /// the next file is written: the encoders do not wait for storage between
 /// files. The files are still listed in order, each whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_file_is_written_while_the_last_one_is_stored() {
-    use crate::fault_store::FaultStore;
-    use logbook::{StorageLocation, Table, TableSchema};
-    let store = FaultStore::new(std::sync::Arc::new(object_store::memory::InMemory::new()));
-    let loc = StorageLocation::from_store(std::sync::Arc::new(store.clone()), "t", "memory://held");
-    let schema = TableSchema::parse_spec("t", SPEC, "date").unwrap();
-    let options = options().with_max_rows_per_file(100);
-    let t = Table::create(loc, "t", schema, options).await.unwrap();
+    let (store, t) = faulty_table(options().with_max_rows_per_file(100)).await;
     let d = date("2026-03-15");
     let mut w = t.replace_partition(d, RunInfo::new("r1")).await.unwrap();
     let gate = store.hold_data_puts();
@@ -301,15 +310,7 @@ async fn the_next_file_is_written_while_the_last_one_is_stored() {
 /// is left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_that_fails_to_close_leaves_no_staged_files() {
-    use crate::fault_store::FaultStore;
-    use logbook::{StorageLocation, Table, TableSchema};
-    let store = FaultStore::new(std::sync::Arc::new(object_store::memory::InMemory::new()));
-    let loc =
-        StorageLocation::from_store(std::sync::Arc::new(store.clone()), "t", "memory://failing");
-    let schema = TableSchema::parse_spec("t", SPEC, "date").unwrap();
-    let t = Table::create(loc, "t", schema, options().with_max_rows_per_file(2))
-        .await
-        .unwrap();
+    let (store, t) = faulty_table(options().with_max_rows_per_file(2)).await;
     let d = date("2026-03-15");
     store.fail_data_put(2);
     let mut w = t.replace_partition(d, RunInfo::new("r1")).await.unwrap();
@@ -330,18 +331,13 @@ async fn a_file_that_fails_to_close_leaves_no_staged_files() {
 /// timeout around it) leaves the writer unable to commit unchecked files.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_dropped_while_its_files_are_checked_cannot_be_committed() {
-    use crate::fault_store::FaultStore;
     use logbook::clock::ManualClock;
     use logbook::maintenance::MIN_RETENTION_MS;
-    use logbook::{StorageLocation, Table, TableSchema};
-    let store = FaultStore::new(std::sync::Arc::new(object_store::memory::InMemory::new()));
-    let loc = StorageLocation::from_store(std::sync::Arc::new(store.clone()), "t", "memory://held");
     let clock = std::sync::Arc::new(ManualClock::new(1_700_000_000_000));
     let options = options()
         .with_clock(clock.clone())
         .with_max_rows_per_file(2);
-    let schema = TableSchema::parse_spec("t", SPEC, "date").unwrap();
-    let t = Table::create(loc, "t", schema, options).await.unwrap();
+    let (store, t) = faulty_table(options).await;
     let d = date("2026-03-15");
     let mut w = t.replace_partition(d, RunInfo::new("r1")).await.unwrap();
     let gate = store.hold_data_puts();
