@@ -141,6 +141,54 @@ async fn a_compaction_that_stalled_between_partitions_refuses_to_commit_vacuumed
     assert_stalled_compaction_refuses_to_commit(1).await;
 }
 
+/// A compaction that lost a file of its second partition while it stalled
+/// says so: the error names that partition and that file, not the first
+/// one the compaction planned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_compaction_names_the_partition_whose_file_went() {
+    let (wh, clock) = aged_warehouse();
+    let (d1, d2) = (date("2026-03-01"), date("2026-03-02"));
+    let t = small_files_table(&wh, &[d1, d2]).await;
+    let before = data_files(&t).await;
+    let (lost, ticking) = (t.clone(), clock.clone());
+    let taken = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let noted = taken.clone();
+    // Both partitions are rewritten; then two hours pass and d2's new
+    // files go (as a vacuum would take them).
+    let progress = move |p: CompactProgress| {
+        if p.partitions_done == 2 {
+            ticking.advance(2 * HOUR);
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(async {
+                    use object_store::ObjectStoreExt;
+                    let new: Vec<String> = data_files(&lost)
+                        .await
+                        .into_iter()
+                        .filter(|f| !before.contains(f) && f.contains("date=2026-03-02"))
+                        .collect();
+                    assert!(!new.is_empty(), "d2 was rewritten");
+                    let loc = lost.location();
+                    for f in &new {
+                        loc.store().delete(&loc.path(f)).await.unwrap();
+                    }
+                    noted.lock().unwrap().extend(new);
+                })
+            });
+        }
+    };
+    let options = CompactOptions {
+        parallelism: 1,
+        ..Default::default()
+    };
+    let err = compact(&t, &options, &progress).await.unwrap_err();
+    let text = err.to_string();
+    assert_eq!(err.kind(), ErrorKind::Transient, "{text}");
+    assert!(text.contains("partition 2026-03-02"), "{text}");
+    let taken = taken.lock().unwrap().clone();
+    assert!(taken.iter().any(|f| text.contains(f.as_str())), "{text}");
+    assert_whole(&t, "after the refused compaction").await;
+}
+
 /// A writer that wrote three files, then waited two hours on its source,
 /// while a vacuum with the shortest retention took them (its marker was dead).
 async fn stalled_writer() -> (Table, logbook::PartitionWriter, NaiveDate) {

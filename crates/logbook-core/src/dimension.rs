@@ -182,7 +182,7 @@ impl Table {
             }
             let files = staged.finish().await?;
             let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
-            if let Err(e) = lease.confirm(&files).await {
+            if let Err(e) = lease.confirm(&files, |_| effective).await {
                 delete_files(inner, &paths).await;
                 return Err(e);
             }

@@ -130,20 +130,22 @@ pub(crate) async fn clear(table: &TableInner, marker: &RunMarker) {
 /// Back from a pause of `stalled_ms`, during which a vacuum may have taken
 /// files: write the marker so it protects `files` again (strictly), then
 /// make sure each is still there. A missing one fails the write
-/// (`StagedFileLost`: run it again) rather than committing it.
+/// (`StagedFileLost`, naming the file's partition, `date_of(index)`: run
+/// it again) rather than committing it.
 pub(crate) async fn recheck(
     table: &TableInner,
     marker: &RunMarker,
     files: &[DataFile],
+    date_of: impl Fn(usize) -> NaiveDate,
     stalled_ms: i64,
 ) -> Result<()> {
     beat_strict(table, marker).await?;
     match first_damaged(table, files).await? {
         None => Ok(()),
-        Some(path) => Err(Error::StagedFileLost {
+        Some(at) => Err(Error::StagedFileLost {
             table: table.name.clone(),
-            date: marker.date,
-            path,
+            date: date_of(at),
+            path: files[at].path.clone(),
             stalled_min: stalled_ms / 60_000,
         }),
     }
@@ -218,13 +220,18 @@ impl Lease {
         }
     }
 
-    /// Before the rewrite commits `files`: after a pause longer than half
-    /// the shortest retention (now, or at any refresh since the last
-    /// confirm), the marker must protect the files again before they are
-    /// checked (as a partition writer's are), and a file a vacuum took in
-    /// the meantime fails the rewrite, to be run again, instead of
-    /// committing a missing file.
-    pub(crate) async fn confirm(&self, files: &[DataFile]) -> Result<()> {
+    /// Before the rewrite commits `files` (`files[i]` written for the
+    /// date `date_of(i)`): after a pause longer than half the shortest
+    /// retention (now, or at any refresh since the last confirm), the
+    /// marker must protect the files again before they are checked (as a
+    /// partition writer's are), and a file a vacuum took in the meantime
+    /// fails the rewrite, to be run again, instead of committing a missing
+    /// file.
+    pub(crate) async fn confirm(
+        &self,
+        files: &[DataFile],
+        date_of: impl Fn(usize) -> NaiveDate,
+    ) -> Result<()> {
         use std::sync::atomic::Ordering;
         let now = self.table.options.clock.now_millis();
         let mut marker = self.marker.lock().await;
@@ -234,7 +241,7 @@ impl Lease {
             return Ok(());
         }
         marker.heartbeat_ms = now;
-        let checked = recheck(&self.table, &marker, files, now - last).await;
+        let checked = recheck(&self.table, &marker, files, date_of, now - last).await;
         if checked.is_err() {
             self.lapsed.store(true, Ordering::SeqCst);
         }

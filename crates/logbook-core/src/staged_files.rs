@@ -388,21 +388,18 @@ pub(crate) async fn delete_files(table: &TableInner, files: &[String]) -> bool {
     all
 }
 
-/// The first of `files` that is missing or not of its recorded size (one
-/// `HEAD` each, concurrently): what a re-run repairs, and what a writer
-/// back from a pause must not commit.
-pub(crate) async fn first_damaged(
-    table: &TableInner,
-    files: &[DataFile],
-) -> Result<Option<String>> {
+/// Where in `files` the first file is that is missing or not of its
+/// recorded size (one `HEAD` each, concurrently): what a re-run repairs,
+/// and what a writer back from a pause must not commit.
+pub(crate) async fn first_damaged(table: &TableInner, files: &[DataFile]) -> Result<Option<usize>> {
     let store = table.location.store();
     let heads = files.iter().map(|f| async move {
         match store.head(&table.location.path(&f.path)).await {
-            Ok(meta) if meta.size == f.size => Ok(None),
-            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(Some(f.path.clone())),
+            Ok(meta) if meta.size == f.size => Ok(false),
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(true),
             Err(e) => Err(Error::storage(&f.path, e)),
         }
     });
     let damaged = futures::future::try_join_all(heads).await?;
-    Ok(damaged.into_iter().flatten().next())
+    Ok(damaged.iter().position(|d| *d))
 }

@@ -155,7 +155,15 @@ impl PartitionWriter {
         self.failed = true;
         intent::beat(&self.table, &self.marker).await;
         self.staged.settle().await?;
-        intent::recheck(&self.table, &self.marker, self.staged.written(), now - last).await?;
+        let date = self.marker.date;
+        intent::recheck(
+            &self.table,
+            &self.marker,
+            self.staged.written(),
+            |_| date,
+            now - last,
+        )
+        .await?;
         self.failed = false;
         Ok(())
     }

@@ -249,14 +249,17 @@ async fn compact_leased(
             return Err(e);
         }
         let staged = changes.clone();
-        // The files the rewrites wrote (the others were already the table's).
-        let written: Vec<DataFile> = batch
+        // The files the rewrites wrote (the others were already the table's),
+        // and the partition of each.
+        let (dates, written): (Vec<NaiveDate>, Vec<DataFile>) = batch
             .iter()
             .zip(&changes)
-            .flat_map(|(p, c)| c.files.iter().filter(|f| !p.files.contains(f)))
-            .cloned()
-            .collect();
-        if let Err(e) = lease.confirm(&written).await {
+            .flat_map(|(p, c)| {
+                let new = c.files.iter().filter(|f| !p.files.contains(f));
+                new.map(|f| (p.date, f.clone()))
+            })
+            .unzip();
+        if let Err(e) = lease.confirm(&written, |i| dates[i]).await {
             discard(table, &staged).await;
             return Err(e);
         }
