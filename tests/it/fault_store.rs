@@ -28,7 +28,7 @@ pub enum Fault {
     Exists,
 }
 
-type Hook = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+pub type Hook = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 #[derive(Default)]
 struct State {
@@ -43,8 +43,10 @@ struct State {
     /// Operations under way, and the most at once since the last reset.
     in_flight: usize,
     max_in_flight: usize,
-    /// Run once before the next create of a log entry.
-    before_log_create: Option<Hook>,
+    /// Run once before the next create under a prefix.
+    before_create: Option<(&'static str, Hook)>,
+    /// Run once before the next delete.
+    before_delete: Option<Hook>,
     /// Puts of data files wait for a permit of this.
     data_gate: Option<Arc<tokio::sync::Semaphore>>,
     /// Puts of data files so far, and the one (1-based) that fails.
@@ -103,7 +105,19 @@ impl FaultStore {
     /// Run `hook` (once) just before the next log entry is created: another
     /// writer taking that version first.
     pub fn before_next_log_create(&self, hook: Hook) {
-        self.state.lock().unwrap().before_log_create = Some(hook);
+        self.before_next_create("_logbook/log/", hook);
+    }
+
+    /// Run `hook` (once) just before the next create (put-if-absent) of an
+    /// object whose path holds `under`.
+    pub fn before_next_create(&self, under: &'static str, hook: Hook) {
+        self.state.lock().unwrap().before_create = Some((under, hook));
+    }
+
+    /// Run `hook` (once) just before the next delete starts: another
+    /// client acting while, say, a vacuum is about to delete.
+    pub fn before_next_delete(&self, hook: Hook) {
+        self.state.lock().unwrap().before_delete = Some(hook);
     }
 
     /// Hold every put of a data file (under `data/`) until the returned
@@ -237,11 +251,17 @@ impl ObjectStore for FaultStore {
             }
         }
         let create = matches!(opts.mode, object_store::PutMode::Create);
-        if create && location.as_ref().contains("_logbook/log/") {
-            let hook = self.state.lock().unwrap().before_log_create.take();
-            if let Some(hook) = hook {
-                hook.await;
+        let hook = {
+            let mut s = self.state.lock().unwrap();
+            match &s.before_create {
+                Some((under, _)) if create && location.as_ref().contains(under) => {
+                    s.before_create.take().map(|(_, hook)| hook)
+                }
+                _ => None,
             }
+        };
+        if let Some(hook) = hook {
+            hook.await;
         }
         let (fault, delay) = self.tick();
         let path = location.to_string();
@@ -273,6 +293,13 @@ impl ObjectStore for FaultStore {
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
+        let hook = self.state.lock().unwrap().before_delete.take();
+        if let Some(hook) = hook {
+            let (this, mut locations) = (self.clone(), Some(locations));
+            return futures::stream::once(hook)
+                .flat_map(move |()| this.delete_stream(locations.take().expect("once")))
+                .boxed();
+        }
         let (fault, _) = self.tick();
         match fault {
             None => self.inner.delete_stream(locations),

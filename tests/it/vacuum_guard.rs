@@ -213,6 +213,134 @@ async fn a_writer_stalled_past_the_retention_refuses_to_commit_vacuumed_files() 
     assert_whole(&t, "after the refused commit").await;
 }
 
+/// A writer back from a long stall at the worst moment: after a vacuum
+/// last looked at the markers (the writer's was stale) and before it
+/// deletes. The writer refreshes its marker, checks its files (all there
+/// yet) and tries to commit, while the vacuum goes on. `hold` pauses the
+/// vacuum (by a store hook) where the writer comes back. Returns the
+/// writer's commit, once the vacuum is done; the table is whole whatever
+/// the outcome: never a version naming files the vacuum deleted.
+async fn writer_back_during_a_vacuum(
+    hold: impl FnOnce(&crate::fault_store::FaultStore, crate::fault_store::Hook),
+) -> (Table, NaiveDate, logbook::Result<u64>) {
+    use logbook::clock::{Clock, SystemClock};
+    let clock = Arc::new(logbook::clock::ManualClock::new(SystemClock.now_millis()));
+    let counted =
+        crate::counting_store::CountingStore::new(Arc::new(object_store::memory::InMemory::new()))
+            .with_clock(clock.clone());
+    let store = crate::fault_store::FaultStore::new(Arc::new(counted));
+    let loc = logbook::StorageLocation::from_store(Arc::new(store.clone()), "wh", "memory://wh");
+    let wh = logbook::Warehouse::new(loc, options().with_clock(clock.clone()));
+    let t = tiny_table(&wh).await;
+    let d = date("2026-03-15");
+    let mut w = t.replace_partition(d, RunInfo::new("slow")).await.unwrap();
+    w.write(&batch(d, 0..6, "slow")).await.unwrap();
+    data_files_once(&t, |f| f.len() == 3).await;
+    clock.advance(2 * HOUR);
+    let (sent, outcome) = tokio::sync::oneshot::channel();
+    hold(
+        &store,
+        Box::pin(async move {
+            let committed = async {
+                w.write(&batch(d, 6..7, "slow")).await?;
+                w.commit().await
+            };
+            let _ = sent.send(committed.await.map(|c| c.version));
+        }),
+    );
+    vacuum(&t, one_hour()).await.unwrap();
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(10), outcome)
+        .await
+        .expect("the writer came back during the vacuum")
+        .unwrap();
+    assert_whole(&t, "after the writer and the vacuum").await;
+    (t, d, outcome)
+}
+
+/// The vacuum claimed the writer's directory first: the writer, back
+/// before the deletes, fails (run it again) rather than committing files
+/// being deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_back_after_a_vacuum_claimed_its_files_fails() {
+    let (t, d, outcome) =
+        writer_back_during_a_vacuum(|store, hook| store.before_next_delete(hook)).await;
+    let e = outcome.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Transient, "{e}");
+    assert!(e.to_string().contains("run it again"), "{e}");
+    assert!(latest_partition_opt(&t, d).await.is_none());
+}
+
+/// The writer claimed its directory back first: the vacuum keeps its
+/// files, and the writer's commit stands whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_back_before_a_vacuum_claims_its_files_keeps_them() {
+    let (t, d, outcome) = writer_back_during_a_vacuum(|store, hook| {
+        store.before_next_create("_logbook/claims/", hook)
+    })
+    .await;
+    outcome.unwrap();
+    assert_eq!(rows(&t.latest().await.unwrap(), d).await.len(), 7);
+}
+
+/// A compaction back from a long stall while a vacuum that found its
+/// marker stale is about to delete its rewritten files: the compaction
+/// fails (run it again) instead of committing them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_back_after_a_vacuum_claimed_its_files_fails() {
+    use logbook::clock::{Clock, SystemClock};
+    let clock = Arc::new(logbook::clock::ManualClock::new(SystemClock.now_millis()));
+    let counted =
+        crate::counting_store::CountingStore::new(Arc::new(object_store::memory::InMemory::new()))
+            .with_clock(clock.clone());
+    let store = crate::fault_store::FaultStore::new(Arc::new(counted));
+    let loc = logbook::StorageLocation::from_store(Arc::new(store.clone()), "wh", "memory://wh");
+    let wh = logbook::Warehouse::new(loc, options().with_clock(clock.clone()));
+    let (d1, d2) = (date("2026-03-01"), date("2026-03-02"));
+    let t = small_files_table(&wh, &[d1, d2]).await;
+    let before = partition_files(&t, d1).await;
+    // Once both partitions are rewritten, two hours pass; a vacuum starts
+    // and stops at its first delete (its looks at the markers done) until
+    // the compaction has tried to commit.
+    let (reached, at_delete) = tokio::sync::oneshot::channel::<()>();
+    let (go_on, resume) = tokio::sync::oneshot::channel::<()>();
+    store.before_next_delete(Box::pin(async move {
+        let _ = reached.send(());
+        let _ = resume.await;
+    }));
+    let vacuumed = t.clone();
+    let (ticking, at_delete) = (clock.clone(), std::sync::Mutex::new(Some(at_delete)));
+    let running = std::sync::Mutex::new(None);
+    let progress = |p: CompactProgress| {
+        if p.partitions_done == 2 {
+            ticking.advance(2 * HOUR);
+            let v = vacuumed.clone();
+            let rt = tokio::runtime::Handle::current();
+            *running.lock().unwrap() = Some(tokio::task::spawn_blocking(move || {
+                rt.block_on(vacuum(&v, one_hour())).unwrap()
+            }));
+            let at_delete = at_delete.lock().unwrap().take().unwrap();
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current()
+                    .block_on(at_delete)
+                    .unwrap()
+            });
+        }
+    };
+    let options = CompactOptions {
+        parallelism: 1,
+        ..Default::default()
+    };
+    let outcome = compact(&t, &options, &progress).await;
+    go_on.send(()).unwrap();
+    let vacuum_task = running.lock().unwrap().take().unwrap();
+    vacuum_task.await.unwrap();
+    let err = outcome.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
+    assert!(err.to_string().contains("run it again"), "{err}");
+    assert_eq!(partition_files(&t, d1).await, before, "nothing committed");
+    assert_whole(&t, "after the compaction and the vacuum").await;
+}
+
 #[tokio::test]
 async fn two_writers_with_the_same_run_id_keep_their_own_files() {
     let (wh, clock) = aged_warehouse();

@@ -122,6 +122,14 @@ pub enum Error {
         stalled_min: i64,
     },
 
+    #[error("table {table}: {what}: the write stalled for {stalled_min} min and a vacuum took its staged files meanwhile; nothing was committed; run it again")]
+    StagedFilesTaken {
+        table: String,
+        /// The write: `partition <date>`, or the rewrite's run.
+        what: String,
+        stalled_min: i64,
+    },
+
     #[error("table {table} not found at {location}")]
     TableNotFound { table: String, location: String },
 
@@ -215,9 +223,10 @@ impl Error {
             PartitionConflict { .. } | DimensionConflict { .. } | StageConflict { .. } => {
                 ErrorKind::Conflict
             }
-            CommitContention { .. } | Interrupted { .. } | StagedFileLost { .. } => {
-                ErrorKind::Transient
-            }
+            CommitContention { .. }
+            | Interrupted { .. }
+            | StagedFileLost { .. }
+            | StagedFilesTaken { .. } => ErrorKind::Transient,
             TableNotFound { .. }
             | VersionNotFound { .. }
             | NoVersionAtTime { .. }

@@ -728,6 +728,20 @@ pub(crate) mod layout {
         format!("{RUNNING_DIR}/{date}/{run_id}/{leaf}.json")
     }
 
+    pub const CLAIMS_DIR: &str = "_logbook/claims";
+
+    /// The claim on the directories of the marker `running_marker(date,
+    /// run_id, leaf)` while its heartbeat was `heartbeat_ms` (see
+    /// `intent::claim`).
+    pub fn marker_claim(
+        date: chrono::NaiveDate,
+        run_id: &str,
+        leaf: &str,
+        heartbeat_ms: i64,
+    ) -> String {
+        format!("{CLAIMS_DIR}/{date}/{run_id}/{leaf}-{heartbeat_ms}.json")
+    }
+
     pub const STAGES_DIR: &str = "_logbook/stages";
 
     /// A stage's own record.

@@ -254,6 +254,23 @@ impl TableInner {
         self.put(relative.to_string(), self.encode(value)?).await
     }
 
+    /// Create `relative` holding `value` only if nothing is there yet
+    /// (put-if-absent); false if something was.
+    pub(crate) async fn create_json<T: Serialize>(
+        &self,
+        relative: &str,
+        value: &T,
+    ) -> Result<bool> {
+        let path = self.location.path(relative);
+        let payload = PutPayload::from(self.encode(value)?);
+        let create = object_store::PutOptions::from(object_store::PutMode::Create);
+        match self.location.store().put_opts(&path, payload, create).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(Error::storage(&path, e)),
+        }
+    }
+
     /// Put `bytes` (encoded JSON) at `relative`.
     pub(crate) async fn put(&self, relative: String, bytes: Bytes) -> Result<()> {
         let path = self.location.path(&relative);

@@ -13,9 +13,11 @@
 //! vacuum's retention (by the store's clock), vacuum stops protecting its
 //! directories. Markers are advisory for correctness of commits (the
 //! commit protocol decides), and a writer or rewrite that stalled longer
-//! than half the shortest retention checks its staged files before
-//! committing. A stale marker is deleted by the vacuum that looked into
-//! its directories, unless they still hold files too young to delete.
+//! than half the shortest retention claims its directories back from any
+//! vacuum ([`claim`]), then checks its staged files before committing. A
+//! stale marker is deleted by the vacuum that looked into its directories
+//! (having claimed them if it deletes there), unless they still hold files
+//! too young to delete.
 
 use std::sync::Arc;
 
@@ -65,13 +67,21 @@ impl RunMarker {
     /// share a run id (named by the writer's staging directory, or for a
     /// rewrite by its own id).
     pub(crate) fn path(&self) -> String {
-        let leaf = self
-            .dir
+        layout::running_marker(self.date, &self.run_id, self.leaf())
+    }
+
+    /// Where the claim on this marker's directories lives while its stored
+    /// heartbeat is `heartbeat_ms` (see [`claim`]).
+    pub(crate) fn claim_path(&self, heartbeat_ms: i64) -> String {
+        layout::marker_claim(self.date, &self.run_id, self.leaf(), heartbeat_ms)
+    }
+
+    fn leaf(&self) -> &str {
+        self.dir
             .as_deref()
             .or(self.lease.as_deref())
             .and_then(|d| d.rsplit('/').next())
-            .unwrap_or("marker");
-        layout::running_marker(self.date, &self.run_id, leaf)
+            .unwrap_or("marker")
     }
 
     /// Every staging directory the marker protects.
@@ -110,6 +120,61 @@ pub(crate) async fn beat_strict(table: &TableInner, marker: &RunMarker) -> Resul
             Err(_) if tries < 3 => tries += 1,
             done => return done,
         }
+    }
+}
+
+/// Who holds the directories of a marker that went stale: the writer back
+/// from its pause, or a vacuum about to delete in them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Claimant {
+    Writer,
+    Vacuum,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Claim {
+    by: Claimant,
+}
+
+/// Claim the directories `marker` names, as they were while its stored
+/// heartbeat was `heartbeat_ms`, for `by`: true if `by` holds the claim
+/// (made now, or by an earlier try of its own whose answer was lost),
+/// false if the other side does.
+///
+/// A writer back from a long pause and a vacuum that found its marker
+/// stale create the same object with put-if-absent, so exactly one of
+/// them gets the directories. Without it, a writer could refresh its
+/// marker and check its files after the vacuum's last look at the markers
+/// and before its deletes, then commit files being deleted. The claim
+/// is named by the heartbeat so that every pause is claimed afresh.
+/// Alternative: conditional updates of the marker itself (`If-Match`),
+/// which not every store offers; put-if-absent is what commits need
+/// already. Vacuum deletes claims older than the retention.
+pub(crate) async fn claim(
+    table: &TableInner,
+    marker: &RunMarker,
+    heartbeat_ms: i64,
+    by: Claimant,
+) -> Result<bool> {
+    let path = marker.claim_path(heartbeat_ms);
+    if table.create_json(&path, &Claim { by }).await? {
+        return Ok(true);
+    }
+    let found: Option<Claim> = table.get_json_opt(&path).await?;
+    Ok(found.is_some_and(|c| c.by == by))
+}
+
+/// A writer (or rewrite) back from a pause longer than half the shortest
+/// retention, before it refreshes `marker`: take its directories back as
+/// the marker was stored. False if a vacuum holds them, or deleted the
+/// marker (which it does only once it need not delete in them, or has
+/// taken them): a write with staged files must then fail.
+pub(crate) async fn take_back(table: &TableInner, marker: &RunMarker) -> Result<bool> {
+    let stored: Option<RunMarker> = table.get_json_opt(&marker.path()).await?;
+    match stored {
+        Some(stored) => claim(table, marker, stored.heartbeat_ms, Claimant::Writer).await,
+        None => Ok(false),
     }
 }
 
@@ -161,6 +226,9 @@ pub(crate) struct Lease {
     /// The heartbeat lapsed for half the shortest retention since the last
     /// [`Lease::confirm`]: a vacuum may have taken files meanwhile.
     lapsed: std::sync::atomic::AtomicBool,
+    /// A vacuum claimed the rewrite's directories during a lapse (see
+    /// [`claim`]): the rewrite can no longer commit.
+    taken: std::sync::atomic::AtomicBool,
 }
 
 impl Lease {
@@ -182,6 +250,7 @@ impl Lease {
             table,
             marker: tokio::sync::Mutex::new(marker),
             lapsed: Default::default(),
+            taken: Default::default(),
         })
     }
 
@@ -194,19 +263,34 @@ impl Lease {
         }
     }
 
-    /// Move the heartbeat to `now`, noting a lapse.
-    fn refresh(&self, marker: &mut RunMarker, now: i64) {
+    /// Move the heartbeat to `now`, noting a lapse, and after one taking
+    /// the directories back from any vacuum.
+    async fn refresh(&self, marker: &mut RunMarker, now: i64) {
         if now - marker.heartbeat_ms >= MIN_RETENTION_MS / 2 {
             self.lapsed.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.take_back(marker).await;
         }
         marker.heartbeat_ms = now;
+    }
+
+    /// [`take_back`]; a claim lost, or not known to be held, is kept in
+    /// `taken`.
+    async fn take_back(&self, marker: &RunMarker) {
+        let held = take_back(&self.table, marker).await.unwrap_or_else(|e| {
+            tracing::warn!(table = %self.table.name, error = %e, "could not claim the rewrite's directories back");
+            false
+        });
+        if !held {
+            self.taken.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     /// Protect `dir` from now on (call before writing into it).
     pub(crate) async fn hold(&self, dir: &str) {
         let mut marker = self.marker.lock().await;
         marker.dirs.push(dir.to_string());
-        self.refresh(&mut marker, self.table.options.clock.now_millis());
+        self.refresh(&mut marker, self.table.options.clock.now_millis())
+            .await;
         self.beat(&marker).await;
     }
 
@@ -215,7 +299,7 @@ impl Lease {
         let now = self.table.options.clock.now_millis();
         let mut marker = self.marker.lock().await;
         if now - marker.heartbeat_ms >= self.table.options.heartbeat_interval_ms {
-            self.refresh(&mut marker, now);
+            self.refresh(&mut marker, now).await;
             self.beat(&marker).await;
         }
     }
@@ -239,6 +323,17 @@ impl Lease {
         let lapsed = self.lapsed.swap(false, Ordering::SeqCst);
         if !lapsed && now - last < MIN_RETENTION_MS / 2 {
             return Ok(());
+        }
+        if now - last >= MIN_RETENTION_MS / 2 {
+            self.take_back(&marker).await;
+        }
+        if self.taken.load(Ordering::SeqCst) {
+            self.lapsed.store(true, Ordering::SeqCst);
+            return Err(Error::StagedFilesTaken {
+                table: self.table.name.clone(),
+                what: format!("run {}", marker.run_id),
+                stalled_min: (now - last) / 60_000,
+            });
         }
         marker.heartbeat_ms = now;
         let checked = recheck(&self.table, &marker, files, date_of, now - last).await;

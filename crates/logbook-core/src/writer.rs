@@ -153,6 +153,18 @@ impl PartitionWriter {
         // midway (a timeout around `write`) must not let it commit unchecked
         // files on the next, short, heartbeat.
         self.failed = true;
+        // First take the directory back from a vacuum that found the marker
+        // stale (see `intent::claim`); one that holds it deletes the files.
+        if !intent::take_back(&self.table, &self.marker).await? {
+            self.staged.settle().await?;
+            if !self.staged.written().is_empty() {
+                return Err(Error::StagedFilesTaken {
+                    table: self.table.name.clone(),
+                    what: format!("partition {}", self.marker.date),
+                    stalled_min: (now - last) / 60_000,
+                });
+            }
+        }
         intent::beat(&self.table, &self.marker).await;
         self.staged.settle().await?;
         let date = self.marker.date;

@@ -6,7 +6,8 @@
 //! version from the oldest of (the oldest expiry keeps, the version that was
 //! the latest when the retention began) to the latest, every file a stage's
 //! record names, and the staging directories of every write or rewrite
-//! whose intent marker was refreshed within the retention. What may be
+//! whose intent marker was refreshed within the retention, or claimed back
+//! by a writer back from its pause (`intent::claim`). What may be
 //! deleted: anything else under `data/` and `_logbook/manifests/` last
 //! modified before `now - retention`, and markers as old (a stale marker
 //! whose directories still hold younger files stays, so the next vacuum
@@ -156,13 +157,14 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     // write committed in between is then found in the snapshots.
     let mut protected_dirs: Vec<String> = Vec::new();
     // Each stale marker, with the directories it named.
-    let mut stale_markers: Vec<(String, Vec<String>)> = Vec::new();
+    let mut stale_markers: Vec<(intent::ListedMarker, Vec<String>)> = Vec::new();
     for listed in intent::list(inner).await? {
         // A marker refreshed within the retention protects its directories;
         // a stale one's are looked into before it goes.
         if listed.modified_ms < cutoff {
             let dirs = listed.marker.staging_dirs().map(|d| format!("{d}/"));
-            stale_markers.push((listed.path, dirs.collect()));
+            let dirs = dirs.collect();
+            stale_markers.push((listed, dirs));
         } else {
             protected_dirs.extend(listed.marker.staging_dirs().map(|d| format!("{d}/")));
         }
@@ -244,7 +246,18 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         retained::store(inner, &ledger).await?;
     }
     confirm_unreferenced(inner, &latest, &report.deleted).await?;
-    if options.dry_run || (report.deleted.is_empty() && stale_markers.is_empty()) {
+    // Claims on stale markers' directories (see below) older than the
+    // retention: every pause is claimed under its own name, so none is
+    // needed any more.
+    let old_claims: Vec<String> = inner
+        .list(layout::CLAIMS_DIR)
+        .await?
+        .iter()
+        .filter(|o| o.last_modified.timestamp_millis() < cutoff)
+        .map(|o| inner.location.relative(&o.location))
+        .collect();
+    let nothing = report.deleted.is_empty() && stale_markers.is_empty() && old_claims.is_empty();
+    if options.dry_run || nothing {
         return Ok(report);
     }
     // A writer that stalled may have refreshed its marker since the listing
@@ -261,19 +274,42 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     report
         .deleted
         .retain(|rel| !live.iter().any(|d| rel.starts_with(d.as_str())));
-    report.bytes = bytes(&report.deleted);
-    // A stale marker goes, unless refreshed since or its directories still
-    // hold files too young to delete: the next vacuum finds them by it.
-    let markers: Vec<String> = stale_markers
+    let stale_markers: Vec<_> = stale_markers
         .into_iter()
-        .filter(|(path, _)| !refreshed.iter().any(|l| &l.path == path))
+        .filter(|(l, _)| !refreshed.iter().any(|r| r.path == l.path))
+        .collect();
+    // A writer may still come back between that look and the deletes:
+    // claim each stale marker's directories before deleting in them. A
+    // writer back from its pause claims them too, first or never (see
+    // `intent::claim`); the directories it holds are kept, marker and all.
+    let mut held: Vec<&str> = Vec::new();
+    for (listed, dirs) in &stale_markers {
+        if !deletes_in(&report.deleted, dirs) {
+            continue;
+        }
+        let (marker, at) = (&listed.marker, listed.marker.heartbeat_ms);
+        if !intent::claim(inner, marker, at, intent::Claimant::Vacuum).await? {
+            held.extend(dirs.iter().map(String::as_str));
+        }
+    }
+    report
+        .deleted
+        .retain(|rel| !held.iter().any(|d| rel.starts_with(d)));
+    report.bytes = bytes(&report.deleted);
+    // A stale marker goes, unless refreshed or claimed back since, or its
+    // directories still hold files too young to delete: the next vacuum
+    // finds them by it. Old claims go with them.
+    let mut markers: Vec<String> = stale_markers
+        .iter()
+        .filter(|(_, dirs)| !dirs.iter().any(|d| held.contains(&d.as_str())))
         .filter(|(_, dirs)| {
             !young
                 .iter()
                 .any(|f| dirs.iter().any(|d| f.starts_with(d.as_str())))
         })
-        .map(|(path, _)| path)
+        .map(|(listed, _)| listed.path.clone())
         .collect();
+    markers.extend(old_claims);
     // Stale markers first: a writer that comes back after its marker went
     // finds its files gone and fails, rather than committing them. A stale
     // marker with nothing left to delete goes too: otherwise every routine
@@ -292,6 +328,13 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         retained::store(inner, &ledger).await?;
     }
     Ok(report)
+}
+
+/// Whether any of `deleted` lies in one of `dirs`.
+fn deletes_in(deleted: &[String], dirs: &[String]) -> bool {
+    deleted
+        .iter()
+        .any(|f| dirs.iter().any(|d| f.starts_with(d.as_str())))
 }
 
 /// The ledger is a cache, so the latest version confirms it before anything
