@@ -213,6 +213,23 @@ async fn a_writer_stalled_past_the_retention_refuses_to_commit_vacuumed_files() 
     assert_whole(&t, "after the refused commit").await;
 }
 
+/// `aged_warehouse` on a store that can also pause at a chosen operation.
+fn aged_faulty_warehouse() -> (
+    logbook::Warehouse,
+    Arc<logbook::clock::ManualClock>,
+    crate::fault_store::FaultStore,
+) {
+    use logbook::clock::{Clock, SystemClock};
+    let clock = Arc::new(logbook::clock::ManualClock::new(SystemClock.now_millis()));
+    let counted =
+        crate::counting_store::CountingStore::new(Arc::new(object_store::memory::InMemory::new()))
+            .with_clock(clock.clone());
+    let store = crate::fault_store::FaultStore::new(Arc::new(counted));
+    let loc = logbook::StorageLocation::from_store(Arc::new(store.clone()), "wh", "memory://wh");
+    let wh = logbook::Warehouse::new(loc, options().with_clock(clock.clone()));
+    (wh, clock, store)
+}
+
 /// A writer back from a long stall at the worst moment: after a vacuum
 /// last looked at the markers (the writer's was stale) and before it
 /// deletes. The writer refreshes its marker, checks its files (all there
@@ -223,14 +240,7 @@ async fn a_writer_stalled_past_the_retention_refuses_to_commit_vacuumed_files() 
 async fn writer_back_during_a_vacuum(
     hold: impl FnOnce(&crate::fault_store::FaultStore, crate::fault_store::Hook),
 ) -> (Table, NaiveDate, logbook::Result<u64>) {
-    use logbook::clock::{Clock, SystemClock};
-    let clock = Arc::new(logbook::clock::ManualClock::new(SystemClock.now_millis()));
-    let counted =
-        crate::counting_store::CountingStore::new(Arc::new(object_store::memory::InMemory::new()))
-            .with_clock(clock.clone());
-    let store = crate::fault_store::FaultStore::new(Arc::new(counted));
-    let loc = logbook::StorageLocation::from_store(Arc::new(store.clone()), "wh", "memory://wh");
-    let wh = logbook::Warehouse::new(loc, options().with_clock(clock.clone()));
+    let (wh, clock, store) = aged_faulty_warehouse();
     let t = tiny_table(&wh).await;
     let d = date("2026-03-15");
     let mut w = t.replace_partition(d, RunInfo::new("slow")).await.unwrap();
@@ -287,14 +297,7 @@ async fn a_writer_back_before_a_vacuum_claims_its_files_keeps_them() {
 /// fails (run it again) instead of committing them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compaction_back_after_a_vacuum_claimed_its_files_fails() {
-    use logbook::clock::{Clock, SystemClock};
-    let clock = Arc::new(logbook::clock::ManualClock::new(SystemClock.now_millis()));
-    let counted =
-        crate::counting_store::CountingStore::new(Arc::new(object_store::memory::InMemory::new()))
-            .with_clock(clock.clone());
-    let store = crate::fault_store::FaultStore::new(Arc::new(counted));
-    let loc = logbook::StorageLocation::from_store(Arc::new(store.clone()), "wh", "memory://wh");
-    let wh = logbook::Warehouse::new(loc, options().with_clock(clock.clone()));
+    let (wh, clock, store) = aged_faulty_warehouse();
     let (d1, d2) = (date("2026-03-01"), date("2026-03-02"));
     let t = small_files_table(&wh, &[d1, d2]).await;
     let before = partition_files(&t, d1).await;
