@@ -45,6 +45,8 @@ struct State {
     max_in_flight: usize,
     /// Run once before the next create under a prefix.
     before_create: Option<(&'static str, Hook)>,
+    /// Puts of objects whose path holds this fail without landing.
+    failing_puts_under: Option<&'static str>,
     /// Run once before the next delete.
     before_delete: Option<Hook>,
     /// Puts of data files wait for a permit of this.
@@ -126,6 +128,12 @@ impl FaultStore {
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         self.state.lock().unwrap().data_gate = Some(gate.clone());
         gate
+    }
+
+    /// Make every put of an object whose path holds `under` fail without
+    /// landing (`None`: none).
+    pub fn fail_puts_under(&self, under: Option<&'static str>) {
+        self.state.lock().unwrap().failing_puts_under = under;
     }
 
     /// Make the `n`-th put of a data file (1-based) fail without landing.
@@ -242,6 +250,10 @@ impl ObjectStore for FaultStore {
         let gate = self.state.lock().unwrap().data_gate.clone();
         if let Some(gate) = gate.filter(|_| data) {
             gate.acquire().await.expect("gate open").forget();
+        }
+        let failing = self.state.lock().unwrap().failing_puts_under;
+        if failing.is_some_and(|under| location.as_ref().contains(under)) {
+            return Err(injected());
         }
         if data {
             let mut s = self.state.lock().unwrap();

@@ -122,10 +122,16 @@ async fn assert_stalled_compaction_refuses_to_commit(done: usize) {
         ..Default::default()
     };
     let err = compact(&t, &options, &progress).await.unwrap_err();
+    assert_refused(&t, &err, d1, &before).await;
+}
+
+/// A compaction refused (`err`: run it again) committed nothing: `d1`
+/// still has the files it had `before`, and the table is whole.
+async fn assert_refused(t: &Table, err: &logbook::Error, d1: NaiveDate, before: &[String]) {
     assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
     assert!(err.to_string().contains("run it again"), "{err}");
-    assert_eq!(partition_files(&t, d1).await, before, "nothing committed");
-    assert_whole(&t, "after the refused compaction").await;
+    assert_eq!(partition_files(t, d1).await, before, "nothing committed");
+    assert_whole(t, "after the refused compaction").await;
 }
 
 /// The pause after every rewrite, just before the commit.
@@ -230,6 +236,23 @@ fn aged_faulty_warehouse() -> (
     (wh, clock, store)
 }
 
+/// A writer of `d` that staged three files on `aged_faulty_warehouse`.
+async fn slow_writer() -> (
+    Table,
+    Arc<logbook::clock::ManualClock>,
+    crate::fault_store::FaultStore,
+    logbook::PartitionWriter,
+    NaiveDate,
+) {
+    let (wh, clock, store) = aged_faulty_warehouse();
+    let t = tiny_table(&wh).await;
+    let d = date("2026-03-15");
+    let mut w = t.replace_partition(d, RunInfo::new("slow")).await.unwrap();
+    w.write(&batch(d, 0..6, "slow")).await.unwrap();
+    data_files_once(&t, |f| f.len() == 3).await;
+    (t, clock, store, w, d)
+}
+
 /// A writer back from a long stall at the worst moment: after a vacuum
 /// last looked at the markers (the writer's was stale) and before it
 /// deletes. The writer refreshes its marker, checks its files (all there
@@ -240,12 +263,7 @@ fn aged_faulty_warehouse() -> (
 async fn writer_back_during_a_vacuum(
     hold: impl FnOnce(&crate::fault_store::FaultStore, crate::fault_store::Hook),
 ) -> (Table, NaiveDate, logbook::Result<u64>) {
-    let (wh, clock, store) = aged_faulty_warehouse();
-    let t = tiny_table(&wh).await;
-    let d = date("2026-03-15");
-    let mut w = t.replace_partition(d, RunInfo::new("slow")).await.unwrap();
-    w.write(&batch(d, 0..6, "slow")).await.unwrap();
-    data_files_once(&t, |f| f.len() == 3).await;
+    let (t, clock, store, mut w, d) = slow_writer().await;
     clock.advance(2 * HOUR);
     let (sent, outcome) = tokio::sync::oneshot::channel();
     hold(
@@ -337,11 +355,38 @@ async fn a_compaction_back_after_a_vacuum_claimed_its_files_fails() {
     go_on.send(()).unwrap();
     let vacuum_task = running.lock().unwrap().take().unwrap();
     vacuum_task.await.unwrap();
-    let err = outcome.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
-    assert!(err.to_string().contains("run it again"), "{err}");
-    assert_eq!(partition_files(&t, d1).await, before, "nothing committed");
-    assert_whole(&t, "after the compaction and the vacuum").await;
+    assert_refused(&t, &outcome.unwrap_err(), d1, &before).await;
+}
+
+/// A writer whose marker puts failed for a while (a beat only warns)
+/// measures its pause from the last heartbeat stored, which is what a
+/// vacuum sees, not from the last one tried: here its beats fail for 40
+/// minutes while rows still arrive, then it waits 25 more, and a vacuum
+/// takes its files meanwhile. It must not commit them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_whose_beats_failed_counts_its_pause_from_the_last_stored_one() {
+    let (t, clock, store, mut w, d) = slow_writer().await;
+    store.fail_puts_under(Some("_logbook/running/"));
+    let mut outcome = Ok(());
+    for _ in 0..2 {
+        clock.advance(HOUR / 3);
+        outcome = outcome.and(w.write(&batch(d, 6..7, "slow")).await);
+    }
+    store.fail_puts_under(None);
+    clock.advance(HOUR * 25 / 60);
+    vacuum(&t, one_hour()).await.unwrap();
+    let committed = match outcome {
+        Ok(()) => async {
+            w.write(&batch(d, 7..8, "slow")).await?;
+            w.commit().await
+        }
+        .await
+        .map(|_| ()),
+        Err(e) => Err(e),
+    };
+    assert!(committed.is_err(), "committed after its files were taken");
+    assert!(latest_partition_opt(&t, d).await.is_none());
+    assert_whole(&t, "after the refused commit").await;
 }
 
 #[tokio::test]

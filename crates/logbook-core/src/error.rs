@@ -122,7 +122,7 @@ pub enum Error {
         stalled_min: i64,
     },
 
-    #[error("table {table}: {what}: the write stalled for {stalled_min} min and a vacuum took its staged files meanwhile; nothing was committed; run it again")]
+    #[error("table {table}: {what}: the write stalled for {stalled_min} min and could not keep its staged files from vacuum (its intent marker was claimed by a vacuum, or is gone); nothing was committed; run it again")]
     StagedFilesTaken {
         table: String,
         /// The write: `partition <date>`, or the rewrite's run.

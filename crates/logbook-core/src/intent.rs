@@ -31,8 +31,10 @@ use crate::handle::TableInner;
 use crate::staged_files::first_damaged;
 
 /// Vacuum refuses a shorter retention unless forced (one hour). A writer
-/// refreshes its marker well within it (see `PartitionWriter::heartbeat`),
-/// so vacuum never takes the files of a write that is alive.
+/// refreshes its marker well within it (see `PartitionWriter::heartbeat`);
+/// one whose marker went unstored for half of it claims its directories
+/// back before going on (see [`claim`]), so vacuum never takes the files
+/// of a write that then commits.
 pub const MIN_RETENTION_MS: i64 = 60 * 60 * 1000;
 
 /// What a running write says about itself.
@@ -100,9 +102,15 @@ pub(crate) struct ListedMarker {
 }
 
 /// Write (or refresh) the marker; failures only warn: markers are advisory.
-pub(crate) async fn beat(table: &TableInner, marker: &RunMarker) {
-    if let Err(e) = beat_strict(table, marker).await {
-        tracing::warn!(table = %table.name, date = %marker.date, error = %e, "could not write the run's intent marker");
+/// Whether it was written (a writer measures its pauses from the last
+/// heartbeat stored, not the last one tried).
+pub(crate) async fn beat(table: &TableInner, marker: &RunMarker) -> bool {
+    match beat_strict(table, marker).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(table = %table.name, date = %marker.date, error = %e, "could not write the run's intent marker");
+            false
+        }
     }
 }
 
@@ -165,6 +173,18 @@ pub(crate) async fn claim(
     Ok(found.is_some_and(|c| c.by == by))
 }
 
+/// The marker a claim (a path of [`RunMarker::claim_path`]) is on, and
+/// the heartbeat it claimed; `None` for another path.
+pub(crate) fn claimed_marker(claim: &str) -> Option<(String, i64)> {
+    let rest = claim
+        .strip_prefix(layout::CLAIMS_DIR)?
+        .strip_prefix('/')?
+        .strip_suffix(".json")?;
+    let (marker, at) = rest.rsplit_once('-')?;
+    let at = at.parse().ok()?;
+    Some((format!("{}/{marker}.json", layout::RUNNING_DIR), at))
+}
+
 /// A writer (or rewrite) back from a pause longer than half the shortest
 /// retention, before it refreshes `marker`: take its directories back as
 /// the marker was stored. False if a vacuum holds them, or deleted the
@@ -222,13 +242,21 @@ pub(crate) async fn recheck(
 /// Shared by the rewrite's concurrent tasks.
 pub(crate) struct Lease {
     table: Arc<TableInner>,
-    marker: tokio::sync::Mutex<RunMarker>,
-    /// The heartbeat lapsed for half the shortest retention since the last
-    /// [`Lease::confirm`]: a vacuum may have taken files meanwhile.
-    lapsed: std::sync::atomic::AtomicBool,
-    /// A vacuum claimed the rewrite's directories during a lapse (see
-    /// [`claim`]): the rewrite can no longer commit.
-    taken: std::sync::atomic::AtomicBool,
+    held: tokio::sync::Mutex<Held>,
+}
+
+/// A lease's marker, and what its heartbeats found.
+struct Held {
+    marker: RunMarker,
+    /// When the marker was last stored (a beat may fail).
+    stored_ms: i64,
+    /// Since the last [`Lease::confirm`], a beat failed or the marker went
+    /// unstored for half the shortest retention: a vacuum may have taken
+    /// files meanwhile.
+    lapsed: bool,
+    /// A vacuum holds the directories (see [`claim`]), found after a pause
+    /// of this many minutes: the rewrite can no longer commit.
+    taken: Option<i64>,
 }
 
 impl Lease {
@@ -245,108 +273,120 @@ impl Lease {
             rewrite: true,
             lease: Some(table.options.ids.next_id().to_string()),
         };
-        beat(&table, &marker).await;
-        Arc::new(Self {
+        let held = Held {
+            marker,
+            stored_ms: now,
+            lapsed: false,
+            taken: None,
+        };
+        let lease = Self {
             table,
-            marker: tokio::sync::Mutex::new(marker),
-            lapsed: Default::default(),
-            taken: Default::default(),
-        })
+            held: tokio::sync::Mutex::new(held),
+        };
+        {
+            let mut held = lease.held.lock().await;
+            lease.beat(&mut held, now).await;
+        }
+        Arc::new(lease)
     }
 
     /// Write the marker; one that could not be written counts as a lapse
     /// (a vacuum may not have seen it).
-    async fn beat(&self, marker: &RunMarker) {
-        if let Err(e) = beat_strict(&self.table, marker).await {
-            self.lapsed.store(true, std::sync::atomic::Ordering::SeqCst);
-            tracing::warn!(table = %self.table.name, date = %marker.date, error = %e, "could not write the rewrite's intent marker");
+    async fn beat(&self, held: &mut Held, now: i64) {
+        match beat_strict(&self.table, &held.marker).await {
+            Ok(()) => held.stored_ms = now,
+            Err(e) => {
+                held.lapsed = true;
+                tracing::warn!(table = %self.table.name, date = %held.marker.date, error = %e, "could not write the rewrite's intent marker");
+            }
         }
     }
 
-    /// Move the heartbeat to `now`, noting a lapse, and after one taking
-    /// the directories back from any vacuum.
-    async fn refresh(&self, marker: &mut RunMarker, now: i64) {
-        if now - marker.heartbeat_ms >= MIN_RETENTION_MS / 2 {
-            self.lapsed.store(true, std::sync::atomic::Ordering::SeqCst);
-            self.take_back(marker).await;
+    /// Before the heartbeat moves to `now`: after the marker went unstored
+    /// for half the shortest retention, a lapse; take the directories back.
+    async fn resume(&self, held: &mut Held, now: i64) {
+        let stalled = now - held.stored_ms;
+        if stalled >= MIN_RETENTION_MS / 2 {
+            held.lapsed = true;
+            self.claim_back(held, stalled).await;
         }
-        marker.heartbeat_ms = now;
     }
 
-    /// [`take_back`]; a claim lost, or not known to be held, is kept in
-    /// `taken`.
-    async fn take_back(&self, marker: &RunMarker) {
-        let held = take_back(&self.table, marker).await.unwrap_or_else(|e| {
+    /// Take the directories back from any vacuum (see [`take_back`]).
+    /// Lost, or not known to be held, while the rewrite had directories to
+    /// lose, it can no longer commit.
+    async fn claim_back(&self, held: &mut Held, stalled: i64) {
+        let back = take_back(&self.table, &held.marker).await.unwrap_or_else(|e| {
             tracing::warn!(table = %self.table.name, error = %e, "could not claim the rewrite's directories back");
             false
         });
-        if !held {
-            self.taken.store(true, std::sync::atomic::Ordering::SeqCst);
+        if !back && held.marker.staging_dirs().next().is_some() {
+            held.taken = held.taken.or(Some(stalled / 60_000));
         }
     }
 
     /// Protect `dir` from now on (call before writing into it).
     pub(crate) async fn hold(&self, dir: &str) {
-        let mut marker = self.marker.lock().await;
-        marker.dirs.push(dir.to_string());
-        self.refresh(&mut marker, self.table.options.clock.now_millis())
-            .await;
-        self.beat(&marker).await;
+        let now = self.table.options.clock.now_millis();
+        let mut held = self.held.lock().await;
+        self.resume(&mut held, now).await;
+        held.marker.dirs.push(dir.to_string());
+        held.marker.heartbeat_ms = now;
+        self.beat(&mut held, now).await;
     }
 
     /// Refresh the marker if its heartbeat is due.
     pub(crate) async fn beat_if_due(&self) {
         let now = self.table.options.clock.now_millis();
-        let mut marker = self.marker.lock().await;
-        if now - marker.heartbeat_ms >= self.table.options.heartbeat_interval_ms {
-            self.refresh(&mut marker, now).await;
-            self.beat(&marker).await;
+        let mut held = self.held.lock().await;
+        if now - held.marker.heartbeat_ms >= self.table.options.heartbeat_interval_ms {
+            self.resume(&mut held, now).await;
+            held.marker.heartbeat_ms = now;
+            self.beat(&mut held, now).await;
         }
     }
 
     /// Before the rewrite commits `files` (`files[i]` written for the
-    /// date `date_of(i)`): after a pause longer than half the shortest
-    /// retention (now, or at any refresh since the last confirm), the
-    /// marker must protect the files again before they are checked (as a
-    /// partition writer's are), and a file a vacuum took in the meantime
-    /// fails the rewrite, to be run again, instead of committing a missing
-    /// file.
+    /// date `date_of(i)`): after a lapse (a pause longer than half the
+    /// shortest retention, now or at any refresh since the last confirm,
+    /// or a failed beat), the directories must be claimed back and the
+    /// marker protect the files again before they are checked (as a
+    /// partition writer's are). Directories a vacuum holds, or a file it
+    /// took, fail the rewrite, to be run again, instead of committing a
+    /// missing file.
     pub(crate) async fn confirm(
         &self,
         files: &[DataFile],
         date_of: impl Fn(usize) -> NaiveDate,
     ) -> Result<()> {
-        use std::sync::atomic::Ordering;
         let now = self.table.options.clock.now_millis();
-        let mut marker = self.marker.lock().await;
-        let last = marker.heartbeat_ms;
-        let lapsed = self.lapsed.swap(false, Ordering::SeqCst);
-        if !lapsed && now - last < MIN_RETENTION_MS / 2 {
-            return Ok(());
+        let mut held = self.held.lock().await;
+        let stalled = now - held.stored_ms;
+        if held.lapsed || stalled >= MIN_RETENTION_MS / 2 {
+            held.lapsed = true;
+            self.claim_back(&mut held, stalled).await;
         }
-        if now - last >= MIN_RETENTION_MS / 2 {
-            self.take_back(&marker).await;
-        }
-        if self.taken.load(Ordering::SeqCst) {
-            self.lapsed.store(true, Ordering::SeqCst);
+        if let Some(stalled_min) = held.taken {
             return Err(Error::StagedFilesTaken {
                 table: self.table.name.clone(),
-                what: format!("run {}", marker.run_id),
-                stalled_min: (now - last) / 60_000,
+                what: format!("run {}", held.marker.run_id),
+                stalled_min,
             });
         }
-        marker.heartbeat_ms = now;
-        let checked = recheck(&self.table, &marker, files, date_of, now - last).await;
-        if checked.is_err() {
-            self.lapsed.store(true, Ordering::SeqCst);
+        if !held.lapsed {
+            return Ok(());
         }
-        checked
+        held.marker.heartbeat_ms = now;
+        recheck(&self.table, &held.marker, files, date_of, stalled).await?;
+        held.stored_ms = now;
+        held.lapsed = false;
+        Ok(())
     }
 
     /// The rewrite is over (committed or abandoned).
     pub(crate) async fn end(&self) {
-        let marker = self.marker.lock().await;
-        clear(&self.table, &marker).await;
+        let held = self.held.lock().await;
+        clear(&self.table, &held.marker).await;
     }
 }
 
@@ -361,4 +401,36 @@ pub(crate) async fn list(table: &TableInner) -> Result<Vec<ListedMarker>> {
             marker,
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Vacuum finds a claim's marker from the claim's path alone, for a
+    /// writer's marker (named by a staging id, with dashes) and a lease's.
+    #[test]
+    fn a_claim_names_its_marker_and_heartbeat() {
+        let writer = RunMarker {
+            date: NaiveDate::from_ymd_opt(2026, 3, 15).unwrap(),
+            run_id: "nightly-2026-03-15".into(),
+            started_ms: 1,
+            heartbeat_ms: 1_796_188_672_827,
+            dir: Some("data/date=2026-03-15/01a23530-133a-77e1-9377-efef08fcc0f0".into()),
+            dirs: vec![],
+            rewrite: false,
+            lease: None,
+        };
+        let lease = RunMarker {
+            dir: None,
+            lease: Some("01a23530-133a-77e1-9377-efeefacdb2a2".into()),
+            rewrite: true,
+            ..writer.clone()
+        };
+        for marker in [writer, lease] {
+            let claim = marker.claim_path(42);
+            assert_eq!(claimed_marker(&claim), Some((marker.path(), 42)), "{claim}");
+        }
+        assert_eq!(claimed_marker("_logbook/claims/x.txt"), None);
+    }
 }

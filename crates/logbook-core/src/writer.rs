@@ -57,6 +57,8 @@ pub struct PartitionWriter {
     failed: bool,
     /// This write's intent marker (see [`crate::intent`]).
     marker: RunMarker,
+    /// When the marker was last stored (a beat may fail and only warn).
+    stored_ms: i64,
     /// The main line, or the stage that records the partition instead.
     destination: Destination,
     /// What the partition must be when this write commits.
@@ -111,6 +113,7 @@ impl PartitionWriter {
             rows: 0,
             failed: false,
             marker,
+            stored_ms: now,
             destination,
             expected: None,
         })
@@ -123,27 +126,34 @@ impl PartitionWriter {
 
     /// Say that this write is running (called once it starts).
     pub(crate) async fn announce(&mut self) {
-        intent::beat(&self.table, &self.marker).await;
+        if intent::beat(&self.table, &self.marker).await {
+            self.stored_ms = self.marker.heartbeat_ms;
+        }
     }
 
     /// Refresh the intent marker if its heartbeat is due.
     ///
-    /// A writer whose heartbeat stopped for longer than half the shortest
-    /// vacuum retention (say it waited on its source) may have had its
-    /// staged files deleted, since vacuum stops protecting a marker that
-    /// old. Refresh the marker first (protecting the files from any vacuum
-    /// that reads it from now on), then make sure every file written so far
-    /// is still there; if one is gone, committing would publish a partition
-    /// with missing files, so the write fails and the run must be retried.
+    /// A writer whose marker was last stored longer ago than half the
+    /// shortest vacuum retention (say it waited on its source, or its
+    /// beats failed) may have had its staged files deleted, since vacuum
+    /// stops protecting a marker that old. It first claims its directory
+    /// back from any vacuum that found the marker stale (see
+    /// [`intent::claim`]), then refreshes the marker (protecting the files
+    /// from any vacuum that reads it from now on), then makes sure every
+    /// file written so far is still there; if the claim is lost or a file
+    /// is gone, committing would publish a partition with missing files, so
+    /// the write fails and the run must be retried.
     async fn heartbeat(&mut self) -> Result<()> {
         let now = self.table.options.clock.now_millis();
-        let last = self.marker.heartbeat_ms;
-        if now - last < self.table.options.heartbeat_interval_ms {
+        if now - self.marker.heartbeat_ms < self.table.options.heartbeat_interval_ms {
             return Ok(());
         }
+        let last = self.stored_ms;
         self.marker.heartbeat_ms = now;
         if now - last < MIN_RETENTION_MS / 2 {
-            intent::beat(&self.table, &self.marker).await;
+            if intent::beat(&self.table, &self.marker).await {
+                self.stored_ms = now;
+            }
             return Ok(());
         }
         // Back from a long pause: the marker must protect the files again
@@ -176,6 +186,7 @@ impl PartitionWriter {
             now - last,
         )
         .await?;
+        self.stored_ms = now;
         self.failed = false;
         Ok(())
     }

@@ -247,8 +247,7 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     }
     confirm_unreferenced(inner, &latest, &report.deleted).await?;
     // Claims on stale markers' directories (see below) older than the
-    // retention: every pause is claimed under its own name, so none is
-    // needed any more.
+    // retention: candidates to go, below.
     let old_claims: Vec<String> = inner
         .list(layout::CLAIMS_DIR)
         .await?
@@ -262,8 +261,20 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     }
     // A writer that stalled may have refreshed its marker since the listing
     // above (and then checked its files): look again just before deleting.
-    let refreshed = intent::list(inner)
-        .await?
+    let relisted = intent::list(inner).await?;
+    // An old claim goes once its marker is gone or has moved on to another
+    // heartbeat: while the marker stands as it was claimed, the claim is
+    // what keeps a writer coming back from taking its directories back.
+    let claims: Vec<String> = old_claims
+        .into_iter()
+        .filter(|c| match intent::claimed_marker(c) {
+            Some((marker, at)) => !relisted
+                .iter()
+                .any(|l| l.path == marker && l.marker.heartbeat_ms == at),
+            None => false,
+        })
+        .collect();
+    let refreshed = relisted
         .into_iter()
         .filter(|listed| listed.modified_ms >= cutoff)
         .collect::<Vec<_>>();
@@ -298,8 +309,8 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     report.bytes = bytes(&report.deleted);
     // A stale marker goes, unless refreshed or claimed back since, or its
     // directories still hold files too young to delete: the next vacuum
-    // finds them by it. Old claims go with them.
-    let mut markers: Vec<String> = stale_markers
+    // finds them by it.
+    let markers: Vec<String> = stale_markers
         .iter()
         .filter(|(_, dirs)| !dirs.iter().any(|d| held.contains(&d.as_str())))
         .filter(|(_, dirs)| {
@@ -309,16 +320,17 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         })
         .map(|(listed, _)| listed.path.clone())
         .collect();
-    markers.extend(old_claims);
     // Stale markers first: a writer that comes back after its marker went
     // finds its files gone and fails, rather than committing them. A stale
     // marker with nothing left to delete goes too: otherwise every routine
     // vacuum would list its directories again.
     delete_files(inner, &markers).await;
+    delete_files(inner, &report.deleted).await;
+    // Claims last, once nothing is being deleted under them.
+    delete_files(inner, &claims).await;
     if report.deleted.is_empty() {
         return Ok(report);
     }
-    delete_files(inner, &report.deleted).await;
     let run = RunInfo::new(format!("vacuum-{}", inner.options.ids.next_id()));
     let files_removed = report.deleted.len() as u64;
     let pending = PendingCommit::new(latest.version(), run, Change::Vacuum { files_removed });
