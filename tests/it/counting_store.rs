@@ -120,12 +120,17 @@ impl ObjectStore for CountingStore {
         opts: PutOptions,
     ) -> Result<PutResult> {
         self.bump("put");
-        self.written(location);
         self.bytes_put.fetch_add(
             payload.content_length(),
             std::sync::atomic::Ordering::SeqCst,
         );
-        self.inner.put_opts(location, payload, opts).await
+        // A put that failed (a create that found the object) leaves its
+        // modification time as it was, as a real store does.
+        let put = self.inner.put_opts(location, payload, opts).await;
+        if put.is_ok() {
+            self.written(location);
+        }
+        put
     }
 
     async fn put_multipart_opts(

@@ -389,6 +389,31 @@ async fn a_writer_whose_beats_failed_counts_its_pause_from_the_last_stored_one()
     assert_whole(&t, "after the refused commit").await;
 }
 
+/// A writer that claimed its directory back after a long pause and died
+/// before storing its marker again does not keep its files forever: a
+/// vacuum a retention later replaces the claim and takes them, marker and
+/// all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_claimed_and_died_leaves_its_files_to_vacuum() {
+    let (t, clock, store, mut w, d) = slow_writer().await;
+    let dir = w.staging_dir().to_string();
+    clock.advance(2 * HOUR);
+    store.fail_puts_under(Some("_logbook/running/"));
+    assert!(w.write(&batch(d, 6..7, "slow")).await.is_err());
+    drop(w);
+    store.fail_puts_under(None);
+    assert!(
+        !objects(&t, "_logbook/claims").await.is_empty(),
+        "it claimed"
+    );
+    clock.advance(2 * HOUR);
+    vacuum(&t, one_hour()).await.unwrap();
+    let left: Vec<String> = data_files(&t).await;
+    assert!(left.iter().all(|f| !f.starts_with(&dir)), "{left:?}");
+    assert!(objects(&t, "_logbook/running").await.is_empty());
+    assert_whole(&t, "after the vacuum").await;
+}
+
 #[tokio::test]
 async fn two_writers_with_the_same_run_id_keep_their_own_files() {
     let (wh, clock) = aged_warehouse();

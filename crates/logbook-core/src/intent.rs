@@ -158,7 +158,11 @@ struct Claim {
 /// is named by the heartbeat so that every pause is claimed afresh.
 /// Alternative: conditional updates of the marker itself (`If-Match`),
 /// which not every store offers; put-if-absent is what commits need
-/// already. Vacuum deletes claims older than the retention.
+/// already. A claimant must store the marker within [`CLAIM_TO_STORE`]
+/// of claiming, or fail: so a writer's claim older than the retention on
+/// a marker still at that heartbeat belongs to a writer that died or will
+/// fail, and [`claim_stale`] replaces it. Vacuum deletes other claims
+/// older than the retention once their marker is gone or moved on.
 pub(crate) async fn claim(
     table: &TableInner,
     marker: &RunMarker,
@@ -171,6 +175,38 @@ pub(crate) async fn claim(
     }
     let found: Option<Claim> = table.get_json_opt(&path).await?;
     Ok(found.is_some_and(|c| c.by == by))
+}
+
+/// The longest a writer may take from claiming its directories back to
+/// storing its marker again (half the shortest retention): one that takes
+/// longer fails, since vacuum may by then have replaced its claim.
+pub(crate) const CLAIM_TO_STORE: i64 = MIN_RETENTION_MS / 2;
+
+/// [`claim`] for a vacuum whose retention began at `cutoff` (store time):
+/// a writer's claim made before it, on a marker still at that heartbeat,
+/// is replaced (see [`CLAIM_TO_STORE`]); without that, a writer that
+/// claimed and died would keep its directories forever.
+pub(crate) async fn claim_stale(
+    table: &TableInner,
+    marker: &RunMarker,
+    heartbeat_ms: i64,
+    cutoff: i64,
+) -> Result<bool> {
+    if claim(table, marker, heartbeat_ms, Claimant::Vacuum).await? {
+        return Ok(true);
+    }
+    let path = table.location.path(&marker.claim_path(heartbeat_ms));
+    let store = table.location.store();
+    match store.head(&path).await {
+        Ok(meta) if meta.last_modified.timestamp_millis() >= cutoff => return Ok(false),
+        Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+        Err(e) => return Err(Error::storage(&path, e)),
+    }
+    match store.delete(&path).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+        Err(e) => return Err(Error::storage(&path, e)),
+    }
+    claim(table, marker, heartbeat_ms, Claimant::Vacuum).await
 }
 
 /// The marker a claim (a path of [`RunMarker::claim_path`]) is on, and
@@ -257,6 +293,9 @@ struct Held {
     /// A vacuum holds the directories (see [`claim`]), found after a pause
     /// of this many minutes: the rewrite can no longer commit.
     taken: Option<i64>,
+    /// When the directories were last claimed back, until the marker is
+    /// stored again (see [`CLAIM_TO_STORE`]).
+    claimed_ms: Option<i64>,
 }
 
 impl Lease {
@@ -278,6 +317,7 @@ impl Lease {
             stored_ms: now,
             lapsed: false,
             taken: None,
+            claimed_ms: None,
         };
         let lease = Self {
             table,
@@ -294,7 +334,10 @@ impl Lease {
     /// (a vacuum may not have seen it).
     async fn beat(&self, held: &mut Held, now: i64) {
         match beat_strict(&self.table, &held.marker).await {
-            Ok(()) => held.stored_ms = now,
+            Ok(()) => {
+                held.stored_ms = now;
+                self.stored_after_claim(held);
+            }
             Err(e) => {
                 held.lapsed = true;
                 tracing::warn!(table = %self.table.name, date = %held.marker.date, error = %e, "could not write the rewrite's intent marker");
@@ -312,10 +355,23 @@ impl Lease {
         }
     }
 
+    /// The marker was just stored: if the directories were claimed back
+    /// longer than [`CLAIM_TO_STORE`] ago, a vacuum may have replaced the
+    /// claim, and the rewrite can no longer commit.
+    fn stored_after_claim(&self, held: &mut Held) {
+        if let Some(at) = held.claimed_ms.take() {
+            let late = self.table.options.clock.now_millis() - at;
+            if late >= CLAIM_TO_STORE {
+                held.taken = held.taken.or(Some(late / 60_000));
+            }
+        }
+    }
+
     /// Take the directories back from any vacuum (see [`take_back`]).
     /// Lost, or not known to be held, while the rewrite had directories to
     /// lose, it can no longer commit.
     async fn claim_back(&self, held: &mut Held, stalled: i64) {
+        held.claimed_ms = Some(self.table.options.clock.now_millis());
         let back = take_back(&self.table, &held.marker).await.unwrap_or_else(|e| {
             tracing::warn!(table = %self.table.name, error = %e, "could not claim the rewrite's directories back");
             false
@@ -379,6 +435,14 @@ impl Lease {
         held.marker.heartbeat_ms = now;
         recheck(&self.table, &held.marker, files, date_of, stalled).await?;
         held.stored_ms = now;
+        self.stored_after_claim(&mut held);
+        if let Some(stalled_min) = held.taken {
+            return Err(Error::StagedFilesTaken {
+                table: self.table.name.clone(),
+                what: format!("run {}", held.marker.run_id),
+                stalled_min,
+            });
+        }
         held.lapsed = false;
         Ok(())
     }

@@ -186,6 +186,16 @@ impl PartitionWriter {
             now - last,
         )
         .await?;
+        // Stored too long after claiming: a vacuum may have replaced the
+        // claim meanwhile (see `intent::CLAIM_TO_STORE`).
+        let stored = self.table.options.clock.now_millis();
+        if stored - now >= intent::CLAIM_TO_STORE {
+            return Err(Error::StagedFilesTaken {
+                table: self.table.name.clone(),
+                what: format!("partition {}", self.marker.date),
+                stalled_min: (stored - last) / 60_000,
+            });
+        }
         self.stored_ms = now;
         self.failed = false;
         Ok(())

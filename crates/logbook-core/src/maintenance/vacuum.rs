@@ -299,7 +299,7 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
             continue;
         }
         let (marker, at) = (&listed.marker, listed.marker.heartbeat_ms);
-        if !intent::claim(inner, marker, at, intent::Claimant::Vacuum).await? {
+        if !intent::claim_stale(inner, marker, at, cutoff).await? {
             held.extend(dirs.iter().map(String::as_str));
         }
     }
