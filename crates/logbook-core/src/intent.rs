@@ -371,7 +371,10 @@ impl Lease {
     /// Lost, or not known to be held, while the rewrite had directories to
     /// lose, it can no longer commit.
     async fn claim_back(&self, held: &mut Held, stalled: i64) {
-        held.claimed_ms = Some(self.table.options.clock.now_millis());
+        // The first claim since the marker was last stored: a claim found
+        // again (this rewrite's own) is as old as when it was made.
+        let now = self.table.options.clock.now_millis();
+        held.claimed_ms.get_or_insert(now);
         let back = take_back(&self.table, &held.marker).await.unwrap_or_else(|e| {
             tracing::warn!(table = %self.table.name, error = %e, "could not claim the rewrite's directories back");
             false
