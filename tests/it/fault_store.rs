@@ -45,6 +45,8 @@ struct State {
     max_in_flight: usize,
     /// Run once before the next create under a prefix.
     before_create: Option<(&'static str, Hook)>,
+    /// The next create under a prefix fails this way.
+    failing_create: Option<(&'static str, Fault)>,
     /// Puts of objects whose path holds this fail without landing.
     failing_puts_under: Option<&'static str>,
     /// Run once before the next delete.
@@ -128,6 +130,12 @@ impl FaultStore {
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         self.state.lock().unwrap().data_gate = Some(gate.clone());
         gate
+    }
+
+    /// Make the next create (put-if-absent) of an object whose path holds
+    /// `under` fail as `fault`.
+    pub fn fail_next_create_under(&self, under: &'static str, fault: Fault) {
+        self.state.lock().unwrap().failing_create = Some((under, fault));
     }
 
     /// Make every put of an object whose path holds `under` fail without
@@ -275,7 +283,16 @@ impl ObjectStore for FaultStore {
         if let Some(hook) = hook {
             hook.await;
         }
-        let (fault, delay) = self.tick();
+        let (mut fault, delay) = self.tick();
+        {
+            let mut s = self.state.lock().unwrap();
+            if let Some((under, f)) = s.failing_create {
+                if create && location.as_ref().contains(under) {
+                    s.failing_create = None;
+                    fault = Some(f);
+                }
+            }
+        }
         let path = location.to_string();
         let error = move || match fault {
             Some(Fault::Exists) if create => object_store::Error::AlreadyExists {

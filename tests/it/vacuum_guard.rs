@@ -414,6 +414,19 @@ async fn a_writer_that_claimed_and_died_leaves_its_files_to_vacuum() {
     assert_whole(&t, "after the vacuum").await;
 }
 
+/// A writer back from a long pause whose claim landed but whose answer
+/// was lost tries again, finds its own claim, and goes on to commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_answer_was_lost_is_found_again_as_the_writers_own() {
+    let (t, clock, store, mut w, d) = slow_writer().await;
+    clock.advance(2 * HOUR);
+    store.fail_next_create_under("_logbook/claims/", crate::fault_store::Fault::After);
+    w.write(&batch(d, 6..7, "slow")).await.unwrap();
+    w.commit().await.unwrap();
+    assert_eq!(rows(&t.latest().await.unwrap(), d).await.len(), 7);
+    assert_whole(&t, "after the commit").await;
+}
+
 #[tokio::test]
 async fn two_writers_with_the_same_run_id_keep_their_own_files() {
     let (wh, clock) = aged_warehouse();

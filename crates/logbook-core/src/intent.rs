@@ -170,7 +170,16 @@ pub(crate) async fn claim(
     by: Claimant,
 ) -> Result<bool> {
     let path = marker.claim_path(heartbeat_ms);
-    if table.create_json(&path, &Claim { by }).await? {
+    // Tried up to three times, as a marker is: a try that landed but
+    // failed to answer is found again as `by`'s own.
+    let mut tries = 1;
+    let created = loop {
+        match table.create_json(&path, &Claim { by }).await {
+            Err(_) if tries < 3 => tries += 1,
+            done => break done?,
+        }
+    };
+    if created {
         return Ok(true);
     }
     let found: Option<Claim> = table.get_json_opt(&path).await?;
