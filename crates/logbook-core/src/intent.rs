@@ -434,13 +434,7 @@ impl Lease {
             held.lapsed = true;
             self.claim_back(&mut held, stalled).await;
         }
-        if let Some(stalled_min) = held.taken {
-            return Err(Error::StagedFilesTaken {
-                table: self.table.name.clone(),
-                what: format!("run {}", held.marker.run_id),
-                stalled_min,
-            });
-        }
+        self.ensure_held(&held)?;
         if !held.lapsed {
             return Ok(());
         }
@@ -448,15 +442,21 @@ impl Lease {
         recheck(&self.table, &held.marker, files, date_of, stalled).await?;
         held.stored_ms = now;
         self.stored_after_claim(&mut held);
-        if let Some(stalled_min) = held.taken {
-            return Err(Error::StagedFilesTaken {
+        self.ensure_held(&held)?;
+        held.lapsed = false;
+        Ok(())
+    }
+
+    /// Fail once a vacuum holds the rewrite's directories.
+    fn ensure_held(&self, held: &Held) -> Result<()> {
+        match held.taken {
+            Some(stalled_min) => Err(Error::StagedFilesTaken {
                 table: self.table.name.clone(),
                 what: format!("run {}", held.marker.run_id),
                 stalled_min,
-            });
+            }),
+            None => Ok(()),
         }
-        held.lapsed = false;
-        Ok(())
     }
 
     /// The rewrite is over (committed or abandoned).

@@ -163,16 +163,17 @@ impl PartitionWriter {
         // midway (a timeout around `write`) must not let it commit unchecked
         // files on the next, short, heartbeat.
         self.failed = true;
+        let taken = |stalled_ms: i64| Error::StagedFilesTaken {
+            table: self.table.name.clone(),
+            what: format!("partition {}", self.marker.date),
+            stalled_min: stalled_ms / 60_000,
+        };
         // First take the directory back from a vacuum that found the marker
         // stale (see `intent::claim`); one that holds it deletes the files.
         if !intent::take_back(&self.table, &self.marker).await? {
             self.staged.settle().await?;
             if !self.staged.written().is_empty() {
-                return Err(Error::StagedFilesTaken {
-                    table: self.table.name.clone(),
-                    what: format!("partition {}", self.marker.date),
-                    stalled_min: (now - last) / 60_000,
-                });
+                return Err(taken(now - last));
             }
         }
         intent::beat(&self.table, &self.marker).await;
@@ -190,11 +191,7 @@ impl PartitionWriter {
         // claim meanwhile (see `intent::CLAIM_TO_STORE`).
         let stored = self.table.options.clock.now_millis();
         if stored - now >= intent::CLAIM_TO_STORE {
-            return Err(Error::StagedFilesTaken {
-                table: self.table.name.clone(),
-                what: format!("partition {}", self.marker.date),
-                stalled_min: (stored - last) / 60_000,
-            });
+            return Err(taken(stored - last));
         }
         self.stored_ms = now;
         self.failed = false;
