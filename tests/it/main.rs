@@ -18,6 +18,7 @@ mod mirror;
 mod point_in_time;
 mod pruning;
 mod query;
+mod read_cost;
 mod replace;
 mod run_identity;
 mod schema_evolution;

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::format::{layout, LogEntry, MonthManifest, SpanManifest, FORMAT_VERSION};
+use crate::format::{layout, LogEntry, MonthManifest, RootManifest, SpanManifest, FORMAT_VERSION};
 use crate::log::Log;
 use crate::options::TableOptions;
 use crate::storage::StorageLocation;
@@ -31,6 +31,11 @@ pub(crate) struct TableInner {
     /// versions and read once per handle (up to a bound).
     months: Cache<MonthManifest>,
     spans: Cache<SpanManifest>,
+    /// The entry and root manifest of the newest version this handle has
+    /// read or committed. A query opens a table at its head, then plans
+    /// and scans it, each of which asks for the head (or checks a time
+    /// travel against it): without this, each asked again, two round trips.
+    newest: Mutex<Option<(Arc<LogEntry>, Arc<RootManifest>)>>,
     /// Set once the store was shown to honour put-if-absent.
     probed: tokio::sync::OnceCell<()>,
 }
@@ -45,6 +50,7 @@ impl TableInner {
             last_seen: AtomicU64::new(0),
             months: Cache::default(),
             spans: Cache::default(),
+            newest: Mutex::new(None),
             probed: tokio::sync::OnceCell::new(),
         }
     }
@@ -53,6 +59,27 @@ impl TableInner {
         Error::TableExists {
             table: self.name.clone(),
             location: self.location.uri().to_string(),
+        }
+    }
+
+    /// The entry and root of `version`, if it is the newest version read.
+    pub(crate) fn newest(&self, version: u64) -> Option<(Arc<LogEntry>, Arc<RootManifest>)> {
+        let newest = self.newest.lock().unwrap_or_else(|e| e.into_inner());
+        newest
+            .as_ref()
+            .filter(|(e, _)| e.version == version)
+            .cloned()
+    }
+
+    /// Remember `entry` and `root` if no newer version was read. Both are
+    /// immutable once committed.
+    pub(crate) fn remember(&self, entry: &Arc<LogEntry>, root: &Arc<RootManifest>) {
+        let mut newest = self.newest.lock().unwrap_or_else(|e| e.into_inner());
+        if newest
+            .as_ref()
+            .is_none_or(|(e, _)| e.version <= entry.version)
+        {
+            *newest = Some((entry.clone(), root.clone()));
         }
     }
 

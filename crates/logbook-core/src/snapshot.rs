@@ -35,12 +35,12 @@ impl std::fmt::Debug for Snapshot {
 }
 
 impl Snapshot {
+    /// The snapshot `entry` committed, remembered by its table handle if
+    /// it is the newest the handle has seen.
     pub(crate) fn new(table: Arc<TableInner>, entry: LogEntry, root: RootManifest) -> Self {
-        Self {
-            table,
-            entry: Arc::new(entry),
-            root: Arc::new(root),
-        }
+        let (entry, root) = (Arc::new(entry), Arc::new(root));
+        table.remember(&entry, &root);
+        Self { table, entry, root }
     }
 
     /// The version this snapshot was committed as.
@@ -368,8 +368,16 @@ impl Snapshot {
 }
 
 impl TableInner {
-    /// The snapshot of `version` (its entry and root manifest read).
+    /// The snapshot of `version` (its entry and root manifest read, unless
+    /// it is the newest this handle has read).
     pub(crate) async fn snapshot(self: &Arc<Self>, version: u64) -> Result<Snapshot> {
+        if let Some((entry, root)) = self.newest(version) {
+            return Ok(Snapshot {
+                table: self.clone(),
+                entry,
+                root,
+            });
+        }
         let entry = self.read_entry(version).await?;
         let root: RootManifest = self.get_json(&entry.manifest).await?;
         self.readable_format(&entry.manifest, root.format)?;

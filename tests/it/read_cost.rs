@@ -1,0 +1,144 @@
+//! What a query fetches from the store: requests and bytes per data file,
+//! and reads of the log per query (each a round trip on an object store).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use logbook::query::datafusion::physical_plan::{collect, ExecutionPlan};
+use logbook::query::{session, QueryOptions};
+use logbook::{StorageLocation, Table, TableSchema, Warehouse};
+use object_store::memory::InMemory;
+
+use crate::common::*;
+use crate::counting_store::CountingStore;
+
+/// A warehouse on a counting `memory://` store holding table `orders`.
+async fn counted(name: &str) -> (Arc<CountingStore>, Warehouse, Table) {
+    let store = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
+    let loc = StorageLocation::from_store(store.clone(), "wh", "memory://wh");
+    let wh = Warehouse::new(loc, options());
+    let schema = TableSchema::parse_spec(name, SPEC, "date").unwrap();
+    let t = wh.create_table(name, schema).await.unwrap();
+    (store, wh, t)
+}
+
+/// Run `sql` in a fresh session; the scan's counters.
+async fn query(wh: &Warehouse, sql: &str) -> HashMap<String, usize> {
+    let ctx = session(wh, QueryOptions::default(), None).await.unwrap();
+    let plan = logbook::query::sql(&ctx, sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    collect(plan.clone(), ctx.task_ctx()).await.unwrap();
+    let mut counts = HashMap::new();
+    add_scan_counts(&plan, &mut counts);
+    counts
+}
+
+fn add_scan_counts(plan: &Arc<dyn ExecutionPlan>, into: &mut HashMap<String, usize>) {
+    if plan.name() == "LogbookScanExec" {
+        for m in plan.metrics().unwrap().iter() {
+            *into.entry(m.value().name().to_string()).or_default() += m.value().as_usize();
+        }
+    }
+    for child in plan.children() {
+        add_scan_counts(child, into);
+    }
+}
+
+/// Write `n` rows to date `d` whose names do not compress (32 hex digits
+/// each); the file's size.
+async fn incompressible(t: &Table, d: chrono::NaiveDate, n: usize) -> u64 {
+    let name = |i: u64| {
+        let h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i << 17);
+        format!("{:016x}{:016x}", h, h.rotate_left(29).wrapping_mul(31))
+    };
+    let rows = arrow_array::RecordBatch::try_new(
+        t.latest().await.unwrap().arrow_schema(),
+        vec![
+            Arc::new(arrow_array::Date32Array::from(vec![days(d); n])),
+            Arc::new(arrow_array::Int64Array::from_iter_values(0..n as i64)),
+            Arc::new(arrow_array::StringArray::from_iter_values(
+                (0..n as u64).map(name),
+            )),
+        ],
+    )
+    .unwrap();
+    let run = logbook::RunInfo::new(format!("r{d}"));
+    let mut w = t.replace_partition(d, run).await.unwrap();
+    w.write(&rows).await.unwrap();
+    w.commit().await.unwrap();
+    latest_partition(t, d).await.files[0].size
+}
+
+#[tokio::test]
+async fn a_small_file_is_fetched_in_one_request() {
+    let (store, wh, t) = counted("orders").await;
+    for i in 0..3u64 {
+        let d = date("2026-03-01") + chrono::Days::new(i);
+        let size = incompressible(&t, d, 4000).await;
+        // Larger than the footer's usual fetch, small enough to read whole.
+        assert!((100 * 1024..=256 * 1024).contains(&size), "{size} bytes");
+    }
+    store.take_reads();
+    let counts = query(&wh, "SELECT sum(id) FROM orders").await;
+    let data_reads = store
+        .take_reads()
+        .iter()
+        .filter(|p| p.contains("/data/"))
+        .count();
+    assert_eq!(counts["files_opened"], 3, "{counts:?}");
+    // The footer's fetch takes the whole file; the column is served from it.
+    assert_eq!(data_reads, 3, "one GET per small file");
+}
+
+#[tokio::test]
+async fn a_large_file_fetches_its_tail_once() {
+    let (_store, wh, t) = counted("orders").await;
+    // Names that do not compress: the file is larger than what is read whole.
+    let size = incompressible(&t, date("2026-03-01"), 40_000).await;
+    assert!(size > 300 * 1024, "the file is {size} bytes");
+
+    // Every column: each byte of the file at most once (the tail, footer
+    // and last column chunk, used to be fetched twice).
+    let counts = query(&wh, "SELECT count(*), max(name), sum(id) FROM orders").await;
+    assert!(
+        counts["bytes_read"] as u64 <= size,
+        "read {} bytes of a {size}-byte file",
+        counts["bytes_read"]
+    );
+}
+
+#[tokio::test]
+async fn a_query_reads_the_head_of_a_table_once() {
+    let (store, wh, t) = counted("orders").await;
+    for i in 0..3u64 {
+        let d = date("2026-03-01") + chrono::Days::new(i);
+        replace(&t, d, 0..10, "x", &format!("r{i}")).await;
+    }
+    let head = t.latest_version().await.unwrap();
+    let entry = format!("{head:020}.json");
+    let reads_of =
+        |reads: &[String], what: &str| reads.iter().filter(|p| p.ends_with(what)).count();
+
+    // A query opens the table at its head, then scans the head.
+    store.take_reads();
+    query(&wh, "SELECT count(*) FROM orders").await;
+    let reads = store.take_reads();
+    assert_eq!(reads_of(&reads, &entry), 1, "{reads:#?}");
+    assert_eq!(reads_of(&reads, "root.json"), 1, "{reads:#?}");
+
+    // Time travel checks the version against the head's retention: the
+    // head's entry and root are not read again for it.
+    let sql = format!("SELECT count(*) FROM snapshot('orders', {})", head - 1);
+    query(&wh, &sql).await;
+    let reads = store.take_reads();
+    assert_eq!(reads_of(&reads, &entry), 1, "{reads:#?}");
+    assert_eq!(
+        reads_of(&reads, "root.json"),
+        2,
+        "the head's and the version's: {reads:#?}"
+    );
+}
