@@ -1,5 +1,5 @@
-//! What a query fetches from the store: requests and bytes per data file,
-//! and reads of the log per query (each a round trip on an object store).
+//! What a query fetches from the store: requests per data file, and reads
+//! of the log per query (each a round trip on an object store).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -92,23 +92,6 @@ async fn a_small_file_is_fetched_in_one_request() {
     assert_eq!(counts["files_opened"], 3, "{counts:?}");
     // The footer's fetch takes the whole file; the column is served from it.
     assert_eq!(data_reads, 3, "one GET per small file");
-}
-
-#[tokio::test]
-async fn a_large_file_fetches_its_tail_once() {
-    let (_store, wh, t) = counted("orders").await;
-    // Names that do not compress: the file is larger than what is read whole.
-    let size = incompressible(&t, date("2026-03-01"), 40_000).await;
-    assert!(size > 300 * 1024, "the file is {size} bytes");
-
-    // Every column: each byte of the file at most once (the tail, footer
-    // and last column chunk, used to be fetched twice).
-    let counts = query(&wh, "SELECT count(*), max(name), sum(id) FROM orders").await;
-    assert!(
-        counts["bytes_read"] as u64 <= size,
-        "read {} bytes of a {size}-byte file",
-        counts["bytes_read"]
-    );
 }
 
 #[tokio::test]
