@@ -206,3 +206,19 @@ pub async fn first_i64(
         .as_primitive::<arrow_array::types::Int64Type>()
         .value(0)
 }
+
+/// Add the counters of every logbook scan in `plan` (what `EXPLAIN
+/// ANALYZE` shows) into `into`.
+pub fn add_scan_counts(
+    plan: &Arc<dyn logbook::query::datafusion::physical_plan::ExecutionPlan>,
+    into: &mut std::collections::HashMap<String, usize>,
+) {
+    if plan.name() == "LogbookScanExec" {
+        for m in plan.metrics().unwrap().iter() {
+            *into.entry(m.value().name().to_string()).or_default() += m.value().as_usize();
+        }
+    }
+    for child in plan.children() {
+        add_scan_counts(child, into);
+    }
+}

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, UInt32Array};
-use logbook::query::datafusion::physical_plan::{collect, ExecutionPlan};
+use logbook::query::datafusion::physical_plan::collect;
 use logbook::query::datafusion::prelude::SessionContext;
 use logbook::query::LogbookTableProvider;
 use logbook::schema::SchemaChange;
@@ -35,17 +35,6 @@ async fn run(table: &Table, sql: &str) -> (i64, HashMap<String, usize>) {
     let mut counts = HashMap::new();
     add_scan_counts(&plan, &mut counts);
     (first, counts)
-}
-
-fn add_scan_counts(plan: &Arc<dyn ExecutionPlan>, into: &mut HashMap<String, usize>) {
-    if plan.name() == "LogbookScanExec" {
-        for m in plan.metrics().unwrap().iter() {
-            *into.entry(m.value().name().to_string()).or_default() += m.value().as_usize();
-        }
-    }
-    for child in plan.children() {
-        add_scan_counts(child, into);
-    }
 }
 
 /// Ten dates of ascending ids, 1,000 per date.

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use logbook::query::datafusion::physical_plan::{collect, ExecutionPlan};
+use logbook::query::datafusion::physical_plan::collect;
 use logbook::query::{session, QueryOptions};
 use logbook::{StorageLocation, Table, TableSchema, Warehouse};
 use object_store::memory::InMemory;
@@ -35,17 +35,6 @@ async fn query(wh: &Warehouse, sql: &str) -> HashMap<String, usize> {
     let mut counts = HashMap::new();
     add_scan_counts(&plan, &mut counts);
     counts
-}
-
-fn add_scan_counts(plan: &Arc<dyn ExecutionPlan>, into: &mut HashMap<String, usize>) {
-    if plan.name() == "LogbookScanExec" {
-        for m in plan.metrics().unwrap().iter() {
-            *into.entry(m.value().name().to_string()).or_default() += m.value().as_usize();
-        }
-    }
-    for child in plan.children() {
-        add_scan_counts(child, into);
-    }
 }
 
 /// Write `n` rows to date `d` whose names do not compress (32 hex digits

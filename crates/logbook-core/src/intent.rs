@@ -33,7 +33,7 @@ use crate::staged_files::first_damaged;
 /// Vacuum refuses a shorter retention unless forced (one hour). A writer
 /// refreshes its marker well within it (see `PartitionWriter::heartbeat`);
 /// one whose marker went unstored for half of it claims its directories
-/// back before going on (see [`claim`]), so vacuum never takes the files
+/// back before going on (see `claim`), so vacuum never takes the files
 /// of a write that then commits.
 pub const MIN_RETENTION_MS: i64 = 60 * 60 * 1000;
 
