@@ -1,6 +1,7 @@
 """DuckDB's side of the analyst workload (analyst_queries.json), on
 logbook's own Parquet files, with the same thread count."""
 import json
+import re
 import resource
 import sys
 import time
@@ -21,7 +22,10 @@ def main(directory: str, name: str, threads: int, memory_limit: str | None) -> N
     if memory_limit:
         con.execute(f"SET memory_limit = '{memory_limit}'")
     start = time.perf_counter()
+    # Only the views the query names, as logbook opens only the tables it names.
     for view, key in (("orders", "facts"), ("customers", "dimension"), ("orders_at_snapshot", "snapshot_files")):
+        if not re.search(rf"\b{view}\b", sql):
+            continue
         con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM read_parquet({files[key]!r}, hive_partitioning=false)")
     rows = con.execute(sql).fetchall()
     ms = (time.perf_counter() - start) * 1000

@@ -26,6 +26,10 @@ pub enum Fault {
     /// `AlreadyExists`, as when a store retried a create whose first try
     /// landed. Other operations: as `After`.
     Exists,
+    /// A create the caller sees fail that lands later, just before the
+    /// next create under the same prefix (a request held up in the
+    /// network). Other operations: as `Before`.
+    Late,
 }
 
 pub type Hook = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
@@ -47,6 +51,9 @@ struct State {
     before_create: Option<(&'static str, Hook)>,
     /// The next create under a prefix fails this way.
     failing_create: Option<(&'static str, Fault)>,
+    /// A create held up (`Fault::Late`): it lands before the next create
+    /// under its prefix.
+    late: Option<(&'static str, Path, PutPayload, PutOptions)>,
     /// Puts of objects whose path holds this fail without landing.
     failing_puts_under: Option<&'static str>,
     /// Run once before the next delete.
@@ -209,7 +216,7 @@ impl FaultStore {
             tokio::time::sleep(delay).await;
         }
         let out = match fault {
-            Some(Fault::Before) => Err(error()),
+            Some(Fault::Before | Fault::Late) => Err(error()),
             Some(Fault::After | Fault::Exists) => {
                 let _ = op.await;
                 Err(error())
@@ -271,6 +278,16 @@ impl ObjectStore for FaultStore {
             }
         }
         let create = matches!(opts.mode, object_store::PutMode::Create);
+        let late = {
+            let mut s = self.state.lock().unwrap();
+            match &s.late {
+                Some((under, ..)) if create && location.as_ref().contains(under) => s.late.take(),
+                _ => None,
+            }
+        };
+        if let Some((_, path, payload, opts)) = late {
+            self.inner.put_opts(&path, payload, opts).await?;
+        }
         let hook = {
             let mut s = self.state.lock().unwrap();
             match &s.before_create {
@@ -290,6 +307,9 @@ impl ObjectStore for FaultStore {
                 if create && location.as_ref().contains(under) {
                     s.failing_create = None;
                     fault = Some(f);
+                    if f == Fault::Late {
+                        s.late = Some((under, location.clone(), payload.clone(), opts.clone()));
+                    }
                 }
             }
         }
@@ -332,7 +352,7 @@ impl ObjectStore for FaultStore {
         let (fault, _) = self.tick();
         match fault {
             None => self.inner.delete_stream(locations),
-            Some(Fault::Before) => locations.map(|_| Err(injected())).boxed(),
+            Some(Fault::Before | Fault::Late) => locations.map(|_| Err(injected())).boxed(),
             Some(Fault::After | Fault::Exists) => self
                 .inner
                 .delete_stream(locations)

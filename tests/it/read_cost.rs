@@ -114,3 +114,35 @@ async fn a_query_reads_the_head_of_a_table_once() {
         "the head's and the version's: {reads:#?}"
     );
 }
+
+/// A commit's first try held up in the network lands after the writer
+/// tried again: the entry in the log is the writer's own (same commit id)
+/// but names the first try's manifests. The handle must read the head
+/// the log holds, not remember the second try's, whose manifests no entry
+/// names (vacuum on that handle would keep them and delete the real ones).
+#[tokio::test]
+async fn a_commit_whose_first_try_lands_late_leaves_the_handle_on_the_logs_head() {
+    let faults = Arc::new(crate::fault_store::FaultStore::new(Arc::new(
+        InMemory::new(),
+    )));
+    let loc = StorageLocation::from_store(faults.clone(), "wh/orders", "memory://wh/orders");
+    let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
+    let t = Table::create(loc.clone(), "orders", schema, options())
+        .await
+        .unwrap();
+    replace(&t, date("2026-03-01"), 0..10, "x", "r1").await;
+    faults.fail_next_create_under("_logbook/log/", crate::fault_store::Fault::Late);
+    let v = replace(&t, date("2026-03-02"), 0..10, "x", "r2").await;
+
+    let fresh = Table::open(loc, "orders", options()).await.unwrap();
+    let stored = fresh.latest().await.unwrap();
+    assert_eq!(stored.version(), v);
+    let seen = t.latest().await.unwrap();
+    assert_eq!(seen.entry().manifest, stored.entry().manifest);
+    assert_eq!(seen.partitions().await.unwrap().len(), 2);
+    // The second try's manifests, which no entry names, are deleted: one
+    // root per version (0, 1, 2).
+    let roots = objects(&t, "_logbook/manifests").await;
+    let roots: Vec<_> = roots.iter().filter(|p| p.ends_with("root.json")).collect();
+    assert_eq!(roots.len(), 3, "{roots:#?}");
+}

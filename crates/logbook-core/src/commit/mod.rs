@@ -133,9 +133,17 @@ async fn place(
         // 3. Create log entry `head + 1` with put-if-absent. An entry found
         // there (reported existing, or read back after no answer) is ours
         // only if it carries our commit id.
+        // An earlier attempt of this commit may land late, after this one
+        // was sent: the entry found is then ours but names that attempt's
+        // manifests, and the snapshot must be the log's.
+        let found_manifest = std::sync::Mutex::new(None);
         let ours = |found: &[u8]| {
             let found: LogEntry = table.decode(&layout::log_entry(next.version), found)?;
-            Ok(found.commit_id == commit_id)
+            let is_ours = found.commit_id == commit_id;
+            if is_ours {
+                *found_manifest.lock().unwrap_or_else(|e| e.into_inner()) = Some(found.manifest);
+            }
+            Ok(is_ours)
         };
         match table.log.create(next.version, bytes, ours).await {
             Ok(Created::Ours) => {}
@@ -160,8 +168,28 @@ async fn place(
         }
         table.saw(next.version);
         table.write_hint(next.version).await;
-        let created = Snapshot::new(table.clone(), entry, root);
-        crate::mirror::after_commit(table, Some(&head_snap), &created).await;
+        let found = found_manifest
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner());
+        match found.filter(|m| *m != entry.manifest) {
+            None => {
+                let created = Snapshot::new(table.clone(), entry, root);
+                crate::mirror::after_commit(table, Some(&head_snap), &created).await;
+            }
+            Some(theirs) => {
+                // No log entry will name this attempt's manifests.
+                delete_files(table, &written).await;
+                match table.snapshot(next.version).await {
+                    Ok(created) => {
+                        crate::mirror::after_commit(table, Some(&head_snap), &created).await
+                    }
+                    Err(e) => tracing::warn!(
+                        table = %table.name, version = next.version, manifest = %theirs, error = %e,
+                        "commit landed through an earlier attempt; reading it back for the mirror failed"
+                    ),
+                }
+            }
+        }
         dropped.sort();
         return Ok(CommitInfo {
             version: next.version,
