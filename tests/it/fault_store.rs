@@ -26,9 +26,10 @@ pub enum Fault {
     /// `AlreadyExists`, as when a store retried a create whose first try
     /// landed. Other operations: as `After`.
     Exists,
-    /// A create the caller sees fail that lands later, just before the
-    /// next create under the same prefix (a request held up in the
-    /// network). Other operations: as `Before`.
+    /// Given to `fail_next_create_under`: a create the caller sees fail
+    /// that lands later, just before the next create under the same
+    /// prefix (a request held up in the network). Armed by index, or on
+    /// other operations: as `Before`.
     Late,
 }
 
@@ -286,7 +287,8 @@ impl ObjectStore for FaultStore {
             }
         };
         if let Some((_, path, payload, opts)) = late {
-            self.inner.put_opts(&path, payload, opts).await?;
+            // Nobody waits for a held-up request's answer.
+            let _ = self.inner.put_opts(&path, payload, opts).await;
         }
         let hook = {
             let mut s = self.state.lock().unwrap();

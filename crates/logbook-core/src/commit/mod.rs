@@ -80,6 +80,10 @@ async fn place(
     // Rewrites dropped by any attempt: a later attempt no longer holds them.
     let mut dropped = Vec::new();
     let mut head = table.log.latest_from(pending.base_version).await?;
+    // Attempts whose entry got no answer: each root and the manifests it
+    // wrote. Once the version is taken, those the log does not name are
+    // deleted (one of them may be what landed).
+    let mut unanswered: Vec<(String, Vec<String>)> = Vec::new();
 
     for _attempt in 0..table.options.max_commit_attempts {
         // 1. Everything committed since our base must not touch our dates.
@@ -152,6 +156,9 @@ async fn place(
                 // ever name what this attempt wrote (best effort: vacuum's
                 // full listing finds what stays).
                 delete_files(table, &written).await;
+                for (_, written) in unanswered.drain(..) {
+                    delete_files(table, &written).await;
+                }
                 head = table.log.latest_from(next.version).await?;
                 continue;
             }
@@ -159,6 +166,7 @@ async fn place(
                 // Did not land (yet): try the same version again; a failure
                 // from here on leaves the outcome unknown.
                 *ambiguous = true;
+                unanswered.push((entry.manifest.clone(), written));
                 continue;
             }
             Err(e) => {
@@ -171,6 +179,11 @@ async fn place(
         let found = found_manifest
             .into_inner()
             .unwrap_or_else(|e| e.into_inner());
+        let named = found.as_ref().unwrap_or(&entry.manifest);
+        for (root, written) in unanswered.iter().filter(|(root, _)| root != named) {
+            tracing::debug!(table = %table.name, %root, "deleting an unanswered attempt's manifests");
+            delete_files(table, written).await;
+        }
         match found.filter(|m| *m != entry.manifest) {
             None => {
                 let created = Snapshot::new(table.clone(), entry, root);
@@ -185,7 +198,7 @@ async fn place(
                     }
                     Err(e) => tracing::warn!(
                         table = %table.name, version = next.version, manifest = %theirs, error = %e,
-                        "commit landed through an earlier attempt; reading it back for the mirror failed"
+                        "commit landed through an earlier attempt; reading the landed version back failed"
                     ),
                 }
             }
