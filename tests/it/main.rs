@@ -1,6 +1,7 @@
 //! Integration tests, in one binary so heavy dependencies link once.
 
 mod commit_cost;
+mod commit_retry;
 mod common;
 mod concurrency;
 mod conformance;

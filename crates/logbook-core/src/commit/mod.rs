@@ -80,10 +80,10 @@ async fn place(
     // Rewrites dropped by any attempt: a later attempt no longer holds them.
     let mut dropped = Vec::new();
     let mut head = table.log.latest_from(pending.base_version).await?;
-    // Attempts whose entry got no answer: each root and the manifests it
-    // wrote. Once the version is taken, those the log does not name are
-    // deleted (one of them may be what landed).
-    let mut unanswered: Vec<(String, Vec<String>)> = Vec::new();
+    // Attempts at the version not yet taken: each root and the manifests
+    // it wrote. Once the version is taken, those the log does not name are
+    // deleted (after no answer, any of them may be what landed).
+    let mut tries: Vec<(String, Vec<String>)> = Vec::new();
 
     for _attempt in 0..table.options.max_commit_attempts {
         // 1. Everything committed since our base must not touch our dates.
@@ -136,10 +136,9 @@ async fn place(
 
         // 3. Create log entry `head + 1` with put-if-absent. An entry found
         // there (reported existing, or read back after no answer) is ours
-        // only if it carries our commit id.
-        // An earlier attempt of this commit may land late, after this one
-        // was sent: the entry found is then ours but names that attempt's
-        // manifests, and the snapshot must be the log's.
+        // only if it carries our commit id; it may still be an earlier
+        // attempt's that landed late, naming that attempt's manifests.
+        tries.push((entry.manifest.clone(), written));
         let found_manifest = std::sync::Mutex::new(None);
         let ours = |found: &[u8]| {
             let found: LogEntry = table.decode(&layout::log_entry(next.version), found)?;
@@ -153,10 +152,9 @@ async fn place(
             Ok(Created::Ours) => {}
             Ok(Created::Theirs(_)) => {
                 // Another commit holds the version, so no log entry will
-                // ever name what this attempt wrote (best effort: vacuum's
+                // ever name what our attempts wrote (best effort: vacuum's
                 // full listing finds what stays).
-                delete_files(table, &written).await;
-                for (_, written) in unanswered.drain(..) {
+                for (_, written) in tries.drain(..) {
                     delete_files(table, &written).await;
                 }
                 head = table.log.latest_from(next.version).await?;
@@ -166,7 +164,6 @@ async fn place(
                 // Did not land (yet): try the same version again; a failure
                 // from here on leaves the outcome unknown.
                 *ambiguous = true;
-                unanswered.push((entry.manifest.clone(), written));
                 continue;
             }
             Err(e) => {
@@ -176,32 +173,29 @@ async fn place(
         }
         table.saw(next.version);
         table.write_hint(next.version).await;
-        let found = found_manifest
+        let named = found_manifest
             .into_inner()
-            .unwrap_or_else(|e| e.into_inner());
-        let named = found.as_ref().unwrap_or(&entry.manifest);
-        for (root, written) in unanswered.iter().filter(|(root, _)| root != named) {
-            tracing::debug!(table = %table.name, %root, "deleting an unanswered attempt's manifests");
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(|| entry.manifest.clone());
+        for (root, written) in tries.iter().filter(|(root, _)| *root != named) {
+            tracing::debug!(table = %table.name, %root, "deleting the manifests of an attempt the log does not name");
             delete_files(table, written).await;
         }
-        match found.filter(|m| *m != entry.manifest) {
-            None => {
-                let created = Snapshot::new(table.clone(), entry, root);
-                crate::mirror::after_commit(table, Some(&head_snap), &created).await;
-            }
-            Some(theirs) => {
-                // No log entry will name this attempt's manifests.
-                delete_files(table, &written).await;
-                match table.snapshot(next.version).await {
-                    Ok(created) => {
-                        crate::mirror::after_commit(table, Some(&head_snap), &created).await
-                    }
-                    Err(e) => tracing::warn!(
-                        table = %table.name, version = next.version, manifest = %theirs, error = %e,
+        let created = match named == entry.manifest {
+            true => Some(Snapshot::new(table.clone(), entry, root)),
+            false => match table.snapshot(next.version).await {
+                Ok(created) => Some(created),
+                Err(e) => {
+                    tracing::warn!(
+                        table = %table.name, version = next.version, manifest = %named, error = %e,
                         "commit landed through an earlier attempt; reading the landed version back failed"
-                    ),
+                    );
+                    None
                 }
-            }
+            },
+        };
+        if let Some(created) = created {
+            crate::mirror::after_commit(table, Some(&head_snap), &created).await;
         }
         dropped.sort();
         return Ok(CommitInfo {
