@@ -114,3 +114,33 @@ async fn a_query_reads_the_head_of_a_table_once() {
         "the head's and the version's: {reads:#?}"
     );
 }
+
+#[tokio::test]
+async fn a_pinned_or_time_travel_query_asks_the_log_only_to_open_the_table() {
+    let (store, wh, t) = counted("orders").await;
+    for i in 0..3u64 {
+        let d = date("2026-03-01") + chrono::Days::new(i);
+        replace(&t, d, 0..10, "x", &format!("r{i}")).await;
+    }
+    let head = t.latest_version().await.unwrap();
+    // Opening a table reads the `_last` hint and probes two entries: the
+    // hint's (it exists) and the next (it does not). A version read is
+    // checked against the head found then; nothing asks again.
+    let heads = |store: &CountingStore| store.take().get("head").copied().unwrap_or(0);
+
+    store.take();
+    let sql = format!("SELECT sum(id) FROM snapshot('orders', {})", head - 1);
+    let counts = query(&wh, &sql).await;
+    assert_eq!(counts["files_opened"], 2, "{counts:?}");
+    assert_eq!(heads(&store), 2, "HEADs of the log for a time travel");
+
+    let opts = QueryOptions {
+        pins: [("orders".to_string(), head - 1)].into(),
+        ..Default::default()
+    };
+    // The session opens a pinned table when it starts.
+    store.take();
+    let ctx = session(&wh, opts, None).await.unwrap();
+    assert_eq!(first_i64(&ctx, "SELECT sum(id) FROM orders").await, 90);
+    assert_eq!(heads(&store), 2, "HEADs of the log for a pinned table");
+}

@@ -82,3 +82,54 @@ impl Now for ManualClock {
         self.now_millis()
     }
 }
+
+#[tokio::test]
+async fn snapshot_in_sql_shows_the_table_with_its_columns_then() {
+    use logbook::query::{session, QueryOptions};
+    use logbook::schema::{ColumnType, SchemaChange};
+    use logbook::{TableSchema, Warehouse};
+    let wh = Warehouse::new(
+        logbook::StorageLocation::parse("memory://").unwrap(),
+        options(),
+    );
+    let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
+    let t = wh.create_table("orders", schema).await.unwrap();
+    let before = replace(&t, date("2026-03-15"), 0..3, "old", "r1").await;
+    t.alter_schema(SchemaChange::DropColumn {
+        name: "name".into(),
+    })
+    .await
+    .unwrap();
+    t.alter_schema(SchemaChange::RenameColumn {
+        from: "id".into(),
+        to: "order_id".into(),
+    })
+    .await
+    .unwrap();
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    // The version's own columns: `name` was there, `order_id` was `id`
+    // (three distinct names, ids 0 + 1 + 2).
+    let sql = format!("SELECT count(DISTINCT name) + sum(id) FROM snapshot('orders', {before})");
+    assert_eq!(first_i64(&ctx, &sql).await, 3 + 3);
+    // A version committed after the session first read the table is found
+    // by a later query of the session.
+    let later = t
+        .alter_schema(SchemaChange::AddColumn {
+            name: "note".into(),
+            ty: ColumnType::String,
+        })
+        .await
+        .unwrap()
+        .version;
+    let sql = format!("SELECT count(*) + count(note) FROM snapshot('orders', {later})");
+    assert_eq!(first_i64(&ctx, &sql).await, 3);
+    // A version after the head the session opened is refused before
+    // planning, with the table layer's error.
+    let err = logbook::query::sql(&ctx, "SELECT * FROM snapshot('orders', 99)")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("{}", t.at_version(99).await.unwrap_err())
+    );
+}

@@ -83,6 +83,11 @@ impl TableInner {
         }
     }
 
+    /// The highest version this handle has seen.
+    pub(crate) fn last_seen(&self) -> u64 {
+        self.last_seen.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn saw(&self, version: u64) {
         self.last_seen.fetch_max(version, Ordering::SeqCst);
     }

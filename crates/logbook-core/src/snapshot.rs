@@ -8,7 +8,7 @@ use chrono::NaiveDate;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::{
     month_key, span_key, LogEntry, MonthManifest, MonthRef, PartitionEntry, RootManifest,
     SpanManifest, SpanRef,
@@ -66,6 +66,37 @@ impl Snapshot {
 
     pub(crate) fn root(&self) -> &RootManifest {
         &self.root
+    }
+
+    /// The table as it was at `version`, seen from this snapshot, which
+    /// should be the head ([`crate::Table::latest`], or
+    /// [`crate::Table::latest_seen`] on a handle just opened): no later
+    /// than it, and not dropped by an expiry it records. Probes nothing: a
+    /// query that has just found a table's head travels from it without
+    /// asking the log again (a round trip on an object store).
+    ///
+    /// Fails with `VersionNotFound` for a version after this snapshot (the
+    /// error's `latest` is this snapshot's version) and `VersionExpired`
+    /// for one before the oldest it retains.
+    pub async fn travel(&self, version: u64) -> Result<Snapshot> {
+        if version == self.version() {
+            return Ok(self.clone());
+        }
+        if version > self.version() {
+            return Err(Error::VersionNotFound {
+                table: self.table.name.clone(),
+                version,
+                latest: self.version(),
+            });
+        }
+        if version < self.root.retained_from {
+            return Err(Error::VersionExpired {
+                table: self.table.name.clone(),
+                version,
+                oldest: self.root.retained_from,
+            });
+        }
+        self.table.snapshot(version).await
     }
 
     /// The table's schema at this version.

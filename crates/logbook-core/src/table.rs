@@ -179,34 +179,19 @@ impl Table {
         self.inner.snapshot(v).await
     }
 
-    /// The snapshot committed as `version`.
-    pub async fn at_version(&self, version: u64) -> Result<Snapshot> {
-        let latest = self.latest_version().await?;
-        if version > latest {
-            return Err(Error::VersionNotFound {
-                table: self.inner.name.clone(),
-                version,
-                latest,
-            });
-        }
-        self.ensure_retained(version, latest).await?;
-        self.inner.snapshot(version).await
+    /// The newest snapshot this handle has seen (when it was opened, or
+    /// since), without probing the log for a later one: what a query that
+    /// has just opened the table reads, one round trip fewer than
+    /// [`Table::latest`]. On a handle kept for a while it may be far behind
+    /// the log: use [`Table::latest`] there.
+    pub async fn latest_seen(&self) -> Result<Snapshot> {
+        let v = self.inner.last_seen();
+        self.inner.snapshot(v).await
     }
 
-    /// Refuse time travel to a version expiry has dropped.
-    async fn ensure_retained(&self, version: u64, latest: u64) -> Result<()> {
-        if version == latest {
-            return Ok(());
-        }
-        let oldest = self.inner.snapshot(latest).await?.root().retained_from;
-        if version < oldest {
-            return Err(Error::VersionExpired {
-                table: self.inner.name.clone(),
-                version,
-                oldest,
-            });
-        }
-        Ok(())
+    /// The snapshot committed as `version`.
+    pub async fn at_version(&self, version: u64) -> Result<Snapshot> {
+        self.latest().await?.travel(version).await
     }
 
     /// The snapshot that was latest at `timestamp_ms` (in-commit time):
@@ -232,8 +217,7 @@ impl Table {
                 hi = mid;
             }
         }
-        self.ensure_retained(lo, latest).await?;
-        self.inner.snapshot(lo).await
+        self.inner.snapshot(latest).await?.travel(lo).await
     }
 
     /// Every commit, oldest first.

@@ -12,7 +12,7 @@ use datafusion::common::{plan_err, DataFusionError, Result, ScalarValue};
 use datafusion::datasource::TableProvider;
 use datafusion::logical_expr::Expr;
 use futures::{StreamExt, TryStreamExt};
-use logbook_core::{DimensionMode, Table, TableSchema, Warehouse};
+use logbook_core::{DimensionMode, Snapshot, Table, Warehouse};
 use tokio::sync::OnceCell;
 
 use crate::lineage::Lineage;
@@ -34,10 +34,10 @@ pub struct QueryOptions {
 pub struct Opened {
     /// The table's handle.
     pub table: Table,
-    /// The schema of the version the session reads.
-    pub schema: TableSchema,
-    /// That version: the table's pin, or its head when the session opened it.
-    pub version: u64,
+    /// The version the session reads, read once: the table's pin (a pinned
+    /// scan reads it without asking the log again), or its head when the
+    /// session opened it (whose schema the session plans with).
+    pub snapshot: Snapshot,
 }
 
 /// The tables of a warehouse, each opened when planning first needs it.
@@ -56,6 +56,8 @@ pub struct WarehouseSchema {
     listed: OnceCell<BTreeSet<String>>,
     /// Every name resolved so far; a cell left empty: no such table.
     opened: Mutex<HashMap<String, Arc<OnceCell<Opened>>>>,
+    /// The versions `snapshot()` calls name, read before planning.
+    travelled: Mutex<HashMap<(String, u64), Snapshot>>,
     /// Names a query uses only as table functions (`asof`): DataFusion's
     /// planner looks them up as tables too, and they need no round trip.
     functions: Mutex<BTreeSet<String>>,
@@ -76,6 +78,7 @@ impl WarehouseSchema {
             listed: OnceCell::new(),
             functions: Mutex::new(BTreeSet::new()),
             opened: Mutex::new(HashMap::new()),
+            travelled: Mutex::new(HashMap::new()),
             options,
             lineage,
         };
@@ -90,10 +93,7 @@ impl WarehouseSchema {
             .try_collect()
             .await?;
         if let Some((missing, _)) = opened.into_iter().find(|(_, found)| !found) {
-            return Err(logbook_core::Error::TableNotFound {
-                table: missing,
-                location: warehouse.location().uri().to_string(),
-            });
+            return Err(schema.not_found(&missing));
         }
         Ok(schema)
     }
@@ -101,6 +101,22 @@ impl WarehouseSchema {
     /// Table `name` as this session sees it, opened on first use (`None`:
     /// no such table, including a directory at the root holding none).
     pub async fn resolve(&self, name: &str) -> logbook_core::Result<Option<Opened>> {
+        Ok(self.resolve_fresh(name).await?.map(|(opened, _)| opened))
+    }
+
+    fn not_found(&self, name: &str) -> logbook_core::Error {
+        logbook_core::Error::TableNotFound {
+            table: name.to_string(),
+            location: self.warehouse.location().uri().to_string(),
+        }
+    }
+
+    /// [`WarehouseSchema::resolve`], and whether this call opened it (its
+    /// head was found just now).
+    pub(crate) async fn resolve_fresh(
+        &self,
+        name: &str,
+    ) -> logbook_core::Result<Option<(Opened, bool)>> {
         // A name no table can have (a CTE's, say) is no table.
         if logbook_core::names::validate_table_name(name).is_err() {
             return Ok(None);
@@ -120,26 +136,58 @@ impl WarehouseSchema {
             .entry(name.to_string())
             .or_default()
             .clone();
+        let mut opened_now = false;
         let opened = cell
             .get_or_try_init(|| async {
+                opened_now = true;
+                // Opening the table found its head: read that, without
+                // probing the log again (a round trip on an object store).
                 let table = self.warehouse.table(name).await?;
+                let head = table.latest_seen().await?;
                 let snapshot = match self.options.pins.get(name) {
-                    Some(v) => table.at_version(*v).await?,
-                    None => table.latest().await?,
+                    Some(v) => head.travel(*v).await?,
+                    None => head,
                 };
-                Ok::<_, logbook_core::Error>(Opened {
-                    schema: snapshot.schema().clone(),
-                    version: snapshot.version(),
-                    table,
-                })
+                Ok::<_, logbook_core::Error>(Opened { snapshot, table })
             })
             .await;
         match opened {
-            Ok(opened) => Ok(Some(opened.clone())),
+            Ok(opened) => Ok(Some((opened.clone(), opened_now))),
             // A directory at the warehouse's root that holds no table.
             Err(logbook_core::Error::TableNotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Read `version` of table `name` for a `snapshot()` call, before
+    /// each query's planning, checked against the table's head: the one
+    /// found opening it, when this query opened it (`head_known`: no
+    /// second probe), or the log's, when an earlier query of the session
+    /// did (a version committed or expired since is then seen as such).
+    pub(crate) async fn travel(
+        &self,
+        name: &str,
+        version: u64,
+        head_known: bool,
+    ) -> logbook_core::Result<()> {
+        let Some(opened) = self.resolve(name).await? else {
+            return Err(self.not_found(name));
+        };
+        let head = match head_known {
+            true => opened.table.latest_seen().await?,
+            false => opened.table.latest().await?,
+        };
+        let snapshot = head.travel(version).await?;
+        self.travelled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((name.to_string(), version), snapshot);
+        Ok(())
+    }
+
+    fn travelled_to(&self, key: &(String, u64)) -> Option<Snapshot> {
+        let travelled = self.travelled.lock().unwrap_or_else(|e| e.into_inner());
+        travelled.get(key).cloned()
     }
 
     /// Say which names the query being prepared uses only as table
@@ -173,7 +221,7 @@ impl WarehouseSchema {
         let opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
         opened
             .iter()
-            .filter_map(|(name, cell)| Some((name.clone(), cell.get()?.version)))
+            .filter_map(|(name, cell)| Some((name.clone(), cell.get()?.snapshot.version())))
             .collect()
     }
 
@@ -189,10 +237,21 @@ impl WarehouseSchema {
         names
     }
 
+    /// `name` as this session reads it: its pinned version, already read,
+    /// or its head at each scan.
+    fn base(&self, opened: Opened, name: &str) -> LogbookTableProvider {
+        match self.options.pins.contains_key(name) {
+            true => LogbookTableProvider::of_snapshot(opened.table, opened.snapshot),
+            false => {
+                let schema = opened.snapshot.schema().clone();
+                LogbookTableProvider::new(opened.table, schema)
+            }
+        }
+    }
+
     /// The provider for `name` as this session sees it, once opened.
     fn provider(&self, opened: Opened, name: &str) -> LogbookTableProvider {
-        let pin = self.options.pins.get(name).copied();
-        let mut p = LogbookTableProvider::new(opened.table, opened.schema, pin);
+        let mut p = self.base(opened, name);
         if let Some(date) = self.options.logical_date {
             p = p.with_view(
                 match self.options.dimensions.unwrap_or(DimensionMode::AsOf) {
@@ -276,15 +335,17 @@ impl TableFunctionImpl for AsOfFunction {
             },
             _ => return plan_err!("asof(): argument 2 must be a date, e.g. DATE '2026-03-15'"),
         };
-        let Opened { table, schema, .. } = self.0.known("asof", &name)?;
-        if schema.keys().is_none() {
+        let opened = self.0.known("asof", &name)?;
+        if opened.snapshot.schema().keys().is_none() {
             return plan_err!(
                 "asof(): table {name} is not a dimension; use snapshot() for time travel"
             );
         }
         // A run pinned to a version of the dimension reads that version here too.
-        let pin = self.0.options.pins.get(&name).copied();
-        let p = LogbookTableProvider::new(table, schema, pin).with_view(DimensionView::AsOf(date));
+        let p = self
+            .0
+            .base(opened, &name)
+            .with_view(DimensionView::AsOf(date));
         Ok(Arc::new(self.0.recorded(p)))
     }
 }
@@ -301,8 +362,14 @@ impl TableFunctionImpl for SnapshotFunction {
             Some(Expr::Literal(ScalarValue::Int64(Some(v)), _)) if *v >= 0 => *v as u64,
             _ => return plan_err!("snapshot(): argument 2 must be a version number"),
         };
-        let Opened { table, schema, .. } = self.0.known("snapshot", &name)?;
-        let p = LogbookTableProvider::new(table, schema, Some(version));
+        let Opened { table, .. } = self.0.known("snapshot", &name)?;
+        let Some(snapshot) = self.0.travelled_to(&(name.clone(), version)) else {
+            return plan_err!(
+                "snapshot(): version {version} of table {name} was not read before planning: write the version as a number, snapshot('{name}', {version}), and run queries through logbook_datafusion::sql(), which reads the versions snapshot() names"
+            );
+        };
+        // The table as it was then, with its schema then.
+        let p = LogbookTableProvider::of_snapshot(table, snapshot);
         Ok(Arc::new(self.0.recorded(p)))
     }
 }

@@ -28,6 +28,17 @@ pub enum DimensionView {
     Current,
 }
 
+/// The version a provider scans.
+#[derive(Debug, Clone)]
+enum Reads {
+    /// The head, probed at each scan (a session that lives for days
+    /// follows the table).
+    Latest,
+    /// One version, read when the query was prepared (a pin, or
+    /// `snapshot()`): scans probe and read nothing of the log.
+    Snapshot(Snapshot),
+}
+
 /// A logbook table as a DataFusion table.
 ///
 /// [`LogbookTableProvider::latest`] re-resolves the latest snapshot at every
@@ -37,7 +48,7 @@ pub struct LogbookTableProvider {
     table: Table,
     schema: TableSchema,
     arrow: SchemaRef,
-    version: Option<u64>,
+    reads: Reads,
     view: DimensionView,
     lineage: Option<Arc<Lineage>>,
 }
@@ -46,16 +57,24 @@ impl LogbookTableProvider {
     /// Follow the latest snapshot of `table`.
     pub async fn latest(table: Table) -> logbook_core::Result<Self> {
         let snap = table.latest().await?;
-        Ok(Self::new(table, snap.schema().clone(), None))
+        Ok(Self::new(table, snap.schema().clone()))
     }
 
     /// Always read `version` of `table`.
     pub async fn pinned(table: Table, version: u64) -> logbook_core::Result<Self> {
         let snap = table.at_version(version).await?;
-        Ok(Self::new(table, snap.schema().clone(), Some(version)))
+        Ok(Self::of_snapshot(table, snap))
     }
 
-    pub(crate) fn new(table: Table, schema: TableSchema, version: Option<u64>) -> Self {
+    /// Read `snapshot`, already resolved: a scan asks the log nothing.
+    pub(crate) fn of_snapshot(table: Table, snapshot: Snapshot) -> Self {
+        let mut p = Self::new(table, snapshot.schema().clone());
+        p.reads = Reads::Snapshot(snapshot);
+        p
+    }
+
+    /// Follow the latest snapshot of `table`, whose schema is `schema`.
+    pub(crate) fn new(table: Table, schema: TableSchema) -> Self {
         Self {
             // Strings as view types, as DataFusion's own Parquet source reads
             // them: cheaper hash joins and comparisons on string keys.
@@ -64,7 +83,7 @@ impl LogbookTableProvider {
             )),
             table,
             schema,
-            version,
+            reads: Reads::Latest,
             view: DimensionView::History,
             lineage: None,
         }
@@ -73,12 +92,6 @@ impl LogbookTableProvider {
     /// Resolve a dimension through `view` (ignored for partitioned tables).
     pub fn with_view(mut self, view: DimensionView) -> Self {
         self.view = view;
-        self
-    }
-
-    /// Pin to `version`.
-    pub fn at_version(mut self, version: u64) -> Self {
-        self.version = Some(version);
         self
     }
 
@@ -101,9 +114,9 @@ impl LogbookTableProvider {
     }
 
     async fn snapshot(&self) -> logbook_core::Result<Snapshot> {
-        match self.version {
-            Some(v) => self.table.at_version(v).await,
-            None => self.table.latest().await,
+        match &self.reads {
+            Reads::Latest => self.table.latest().await,
+            Reads::Snapshot(s) => Ok(s.clone()),
         }
     }
 }

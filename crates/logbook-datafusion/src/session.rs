@@ -32,6 +32,11 @@ use crate::pit::with_point_in_time_join;
 /// Point-in-time joins on validity ranges are planned as
 /// [`PointInTimeJoinExec`](crate::pit::PointInTimeJoinExec).
 ///
+/// A session plans each table with the schema of its head when a query
+/// first named it, scans the latest head at each query, reads a pinned
+/// version once for the session, and checks a `snapshot()` version against
+/// the head at each query.
+///
 /// Run SQL through [`sql`] (or call [`prepare`] before planning): the
 /// session opens a table when a query names it, and `asof()`/`snapshot()`
 /// (planned synchronously) and `SHOW TABLES`/`information_schema` (which
@@ -100,9 +105,10 @@ pub async fn sql(ctx: &SessionContext, query: &str) -> Result<DataFrame, QueryEr
 /// Open, before planning, the tables `query` names, concurrently (on an
 /// object store each open is a few round trips; DataFusion's planner opens
 /// the tables it meets one after another), including those its table
-/// functions name (`asof('customers', ...)`, `snapshot('orders', 12)`),
-/// which DataFusion plans synchronously. A query that does not parse is
-/// left to the planner to report.
+/// functions name (`asof('customers', ...)`, `snapshot('orders', 12)`,
+/// whose version is read here too), which DataFusion plans synchronously.
+/// A query that does not parse is left to the planner to report; a version
+/// `snapshot()` names that is not there fails here.
 pub async fn prepare(ctx: &SessionContext, query: &str) -> Result<(), QueryError> {
     let Some(schema) = ctx.catalog("logbook").and_then(|c| c.schema("public")) else {
         return Ok(());
@@ -130,8 +136,24 @@ pub async fn prepare(ctx: &SessionContext, query: &str) -> Result<(), QueryError
         .collect();
     schema.functions_only(only_functions);
     let names: BTreeSet<String> = named.tables.into_iter().collect();
-    futures::stream::iter(names)
-        .map(|name| async move { schema.resolve(&name).await })
+    // The tables this query opened: their heads were found just now.
+    let opened_now: BTreeSet<String> = futures::stream::iter(names)
+        .map(|name| async move {
+            let now = matches!(schema.resolve_fresh(&name).await?, Some((_, true)));
+            Ok::<_, logbook_core::Error>(now.then_some(name))
+        })
+        .buffer_unordered(OPEN_CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?
+        .into_iter()
+        .flatten()
+        .collect();
+    let opened_now = &opened_now;
+    futures::stream::iter(named.versions)
+        .map(|(name, version)| async move {
+            let head_known = opened_now.contains(&name);
+            schema.travel(&name, version, head_known).await
+        })
         .buffer_unordered(OPEN_CONCURRENCY)
         .try_collect::<Vec<_>>()
         .await?;
@@ -150,6 +172,8 @@ struct NamedTables {
     tables: Vec<String>,
     /// The table functions called.
     functions: BTreeSet<String>,
+    /// The versions `snapshot('t', N)` calls name.
+    versions: BTreeSet<(String, u64)>,
     /// The names the query's CTEs define (no table is opened for them).
     ctes: BTreeSet<String>,
     /// Whether the statement reads every table (`SHOW TABLES`,
@@ -226,12 +250,20 @@ impl Visitor for NamedTables {
             };
             let function = name.to_string().to_ascii_lowercase();
             if function == "asof" || function == "snapshot" {
-                self.functions.insert(function);
-                if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))) =
-                    args.args.first()
-                {
-                    if let Value::SingleQuotedString(table) = &v.value {
-                        self.tables.push(table.clone());
+                self.functions.insert(function.clone());
+                let literal = |i: usize| match args.args.get(i) {
+                    Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))) => {
+                        Some(&v.value)
+                    }
+                    _ => None,
+                };
+                if let Some(Value::SingleQuotedString(table)) = literal(0) {
+                    self.tables.push(table.clone());
+                    if let (true, Some(Value::Number(n, _))) = (function == "snapshot", literal(1))
+                    {
+                        if let Ok(version) = n.parse() {
+                            self.versions.insert((table.clone(), version));
+                        }
                     }
                 }
             }
