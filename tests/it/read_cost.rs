@@ -22,6 +22,17 @@ async fn counted(name: &str) -> (Arc<CountingStore>, Warehouse, Table) {
     (store, wh, t)
 }
 
+/// `counted("orders")` with ten rows on each of three dates; its head.
+async fn three_dates() -> (Arc<CountingStore>, Warehouse, u64) {
+    let (store, wh, t) = counted("orders").await;
+    for i in 0..3u64 {
+        let d = date("2026-03-01") + chrono::Days::new(i);
+        replace(&t, d, 0..10, "x", &format!("r{i}")).await;
+    }
+    let head = t.latest_version().await.unwrap();
+    (store, wh, head)
+}
+
 /// Run `sql` in a fresh session; the scan's counters.
 async fn query(wh: &Warehouse, sql: &str) -> HashMap<String, usize> {
     let ctx = session(wh, QueryOptions::default(), None).await.unwrap();
@@ -85,12 +96,7 @@ async fn a_small_file_is_fetched_in_one_request() {
 
 #[tokio::test]
 async fn a_query_reads_the_head_of_a_table_once() {
-    let (store, wh, t) = counted("orders").await;
-    for i in 0..3u64 {
-        let d = date("2026-03-01") + chrono::Days::new(i);
-        replace(&t, d, 0..10, "x", &format!("r{i}")).await;
-    }
-    let head = t.latest_version().await.unwrap();
+    let (store, wh, head) = three_dates().await;
     let entry = format!("{head:020}.json");
     let reads_of =
         |reads: &[String], what: &str| reads.iter().filter(|p| p.ends_with(what)).count();
@@ -117,12 +123,7 @@ async fn a_query_reads_the_head_of_a_table_once() {
 
 #[tokio::test]
 async fn a_pinned_or_time_travel_query_asks_the_log_only_to_open_the_table() {
-    let (store, wh, t) = counted("orders").await;
-    for i in 0..3u64 {
-        let d = date("2026-03-01") + chrono::Days::new(i);
-        replace(&t, d, 0..10, "x", &format!("r{i}")).await;
-    }
-    let head = t.latest_version().await.unwrap();
+    let (store, wh, head) = three_dates().await;
     // Opening a table reads the `_last` hint and probes two entries: the
     // hint's (it exists) and the next (it does not). A version read is
     // checked against the head found then; nothing asks again.
