@@ -87,13 +87,7 @@ impl Now for ManualClock {
 async fn snapshot_in_sql_shows_the_table_with_its_columns_then() {
     use logbook::query::{session, QueryOptions};
     use logbook::schema::{ColumnType, SchemaChange};
-    use logbook::{TableSchema, Warehouse};
-    let wh = Warehouse::new(
-        logbook::StorageLocation::parse("memory://").unwrap(),
-        options(),
-    );
-    let schema = TableSchema::parse_spec("orders", SPEC, "date").unwrap();
-    let t = wh.create_table("orders", schema).await.unwrap();
+    let (wh, t) = orders_in_a_warehouse().await;
     let before = replace(&t, date("2026-03-15"), 0..3, "old", "r1").await;
     t.alter_schema(SchemaChange::DropColumn {
         name: "name".into(),
@@ -123,8 +117,8 @@ async fn snapshot_in_sql_shows_the_table_with_its_columns_then() {
         .version;
     let sql = format!("SELECT count(*) + count(note) FROM snapshot('orders', {later})");
     assert_eq!(first_i64(&ctx, &sql).await, 3);
-    // A version after the head the session opened is refused before
-    // planning, with the table layer's error.
+    // A version not committed yet is refused before planning, with the
+    // table layer's error.
     let err = logbook::query::sql(&ctx, "SELECT * FROM snapshot('orders', 99)")
         .await
         .unwrap_err();
@@ -132,4 +126,41 @@ async fn snapshot_in_sql_shows_the_table_with_its_columns_then() {
         err.to_string(),
         format!("{}", t.at_version(99).await.unwrap_err())
     );
+}
+
+#[tokio::test]
+async fn a_snapshot_expired_between_two_queries_of_a_session_is_refused() {
+    use logbook::maintenance::{expire, Keep};
+    use logbook::query::{session, QueryOptions};
+    let (wh, t) = orders_in_a_warehouse().await;
+    let old = replace(&t, date("2026-03-15"), 0..3, "a", "r1").await;
+    replace(&t, date("2026-03-15"), 0..5, "b", "r2").await;
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    let sql = format!("SELECT count(*) FROM snapshot('orders', {old})");
+    assert_eq!(first_i64(&ctx, &sql).await, 3);
+    expire(&t, Keep::Last(1)).await.unwrap();
+    let err = logbook::query::sql(&ctx, &sql).await.unwrap_err();
+    match err {
+        logbook::query::QueryError::Logbook(e) => {
+            assert_eq!(e.kind(), ErrorKind::NotFound, "{e}")
+        }
+        e => panic!("not the table layer's error: {e}"),
+    }
+    // Nor does planning without the check find the version read before.
+    let err = ctx.sql(&sql).await.unwrap_err();
+    assert!(
+        err.to_string().contains("was not read before planning"),
+        "{err}"
+    );
+}
+
+/// A `memory://` warehouse holding table `orders` (no rows yet).
+async fn orders_in_a_warehouse() -> (logbook::Warehouse, logbook::Table) {
+    let wh = logbook::Warehouse::new(
+        logbook::StorageLocation::parse("memory://").unwrap(),
+        options(),
+    );
+    let schema = logbook::TableSchema::parse_spec("orders", SPEC, "date").unwrap();
+    let t = wh.create_table("orders", schema).await.unwrap();
+    (wh, t)
 }

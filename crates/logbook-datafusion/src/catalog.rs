@@ -170,19 +170,31 @@ impl WarehouseSchema {
         version: u64,
         head_known: bool,
     ) -> logbook_core::Result<()> {
-        let Some(opened) = self.resolve(name).await? else {
-            return Err(self.not_found(name));
+        let key = (name.to_string(), version);
+        let read = async {
+            let Some(opened) = self.resolve(name).await? else {
+                return Err(self.not_found(name));
+            };
+            let head = match head_known {
+                true => opened.table.latest_seen().await?,
+                false => opened.table.latest().await?,
+            };
+            head.travel(version).await
         };
-        let head = match head_known {
-            true => opened.table.latest_seen().await?,
-            false => opened.table.latest().await?,
-        };
-        let snapshot = head.travel(version).await?;
-        self.travelled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert((name.to_string(), version), snapshot);
-        Ok(())
+        let read = read.await;
+        let mut travelled = self.travelled.lock().unwrap_or_else(|e| e.into_inner());
+        match read {
+            Ok(snapshot) => {
+                travelled.insert(key, snapshot);
+                Ok(())
+            }
+            // Expired (or gone) since an earlier query read it: no later
+            // planning of this session may find it.
+            Err(e) => {
+                travelled.remove(&key);
+                Err(e)
+            }
+        }
     }
 
     fn travelled_to(&self, key: &(String, u64)) -> Option<Snapshot> {

@@ -60,7 +60,8 @@ impl LogbookTableProvider {
         Ok(Self::new(table, snap.schema().clone()))
     }
 
-    /// Always read `version` of `table`.
+    /// Always read `version` of `table`: read and checked against the
+    /// head's retention here, once; scans read that snapshot.
     pub async fn pinned(table: Table, version: u64) -> logbook_core::Result<Self> {
         let snap = table.at_version(version).await?;
         Ok(Self::of_snapshot(table, snap))

@@ -34,15 +34,17 @@ use crate::pit::with_point_in_time_join;
 ///
 /// A session plans each table with the schema of its head when a query
 /// first named it, scans the latest head at each query, reads a pinned
-/// version once for the session, and checks a `snapshot()` version against
-/// the head at each query.
+/// version once for the session (its retention is not checked again: keep
+/// a pinned session shorter than the vacuum retention), and checks a
+/// `snapshot()` version against the head at each query.
 ///
 /// Run SQL through [`sql`] (or call [`prepare`] before planning): the
 /// session opens a table when a query names it, and `asof()`/`snapshot()`
 /// (planned synchronously) and `SHOW TABLES`/`information_schema` (which
 /// read every table) need their tables opened first. Planned with
-/// `ctx.sql` directly, a table function fails saying so, and `SHOW TABLES`
-/// lists only the tables opened so far.
+/// `ctx.sql` directly, a table function fails saying so (a `snapshot()`
+/// version an earlier query of the session read is reused unchecked), and
+/// `SHOW TABLES` lists only the tables opened so far.
 ///
 /// ```
 /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
