@@ -355,6 +355,8 @@ fn scan_bytes(plan: &Arc<dyn logbook::query::datafusion::physical_plan::Executio
 
 #[tokio::main]
 async fn main() {
+    // As the `logbook` binary does, so that the figures are its.
+    logbook::reader::tune_allocator();
     let args: Vec<String> = std::env::args().collect();
     match (args.get(1).map(String::as_str), args.get(2)) {
         (Some("prepare"), Some(dir)) => {

@@ -114,6 +114,8 @@ async fn run_compaction(dir: &str) {
 
 #[tokio::main]
 async fn main() {
+    // As the `logbook` binary does, so that the figures are its.
+    logbook::reader::tune_allocator();
     let args: Vec<String> = std::env::args().collect();
     match (args.get(1).map(String::as_str), args.get(2)) {
         (Some("prepare"), Some(dir)) => {

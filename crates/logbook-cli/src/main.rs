@@ -82,6 +82,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts: keep what scans free for the next file.
+    logbook_core::reader::tune_allocator();
     // Like other Unix tools, stop quietly when the reader of our output goes
     // away (`logbook partitions t --json | head`) instead of panicking.
     #[cfg(unix)]

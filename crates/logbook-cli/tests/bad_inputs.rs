@@ -295,6 +295,15 @@ bad!(
     ["orders", "1 problem"]
 );
 bad!(
+    missing_data_file_in_a_query,
+    |w| {
+        let gone = file_ending(&w.wh.join("orders/data/date=2026-03-16"), ".parquet");
+        std::fs::remove_file(&gone).unwrap();
+        v(&["sql", "SELECT * FROM orders"])
+    },
+    ["orders/data/date=2026-03-16/", "not found"]
+);
+bad!(
     table_name_with_dot_dot,
     |w| v(&[
         "create",

@@ -29,6 +29,9 @@ pub struct StorageLocation {
     /// A local directory's path on disk, which object paths are relative
     /// to (see [`StorageLocation::remove_empty_parents`]).
     local_root: Option<Arc<std::path::PathBuf>>,
+    /// The store again, typed, when it is a local directory: data files
+    /// are then read without it (`reader::object`).
+    local: Option<Arc<LocalFileSystem>>,
 }
 
 impl std::fmt::Debug for StorageLocation {
@@ -118,10 +121,12 @@ impl StorageLocation {
         let store = LocalFileSystem::new_with_prefix(&canonical)
             .map_err(|e| Error::storage(canonical.display(), e))?
             .with_fsync(true);
+        let store = Arc::new(store);
         let uri = format!("file://{}", canonical.display());
         Ok(Self {
             local_root: Some(Arc::new(canonical)),
-            ..Self::from_store(Arc::new(store), "", &uri)
+            local: Some(store.clone()),
+            ..Self::from_store(store, "", &uri)
         })
     }
 
@@ -133,6 +138,7 @@ impl StorageLocation {
             prefix: (!prefix.is_empty()).then(|| Path::from(prefix)),
             uri: uri.to_string(),
             local_root: None,
+            local: None,
         }
     }
 
@@ -151,6 +157,7 @@ impl StorageLocation {
                 format!("{}/{name}", self.uri)
             },
             local_root: self.local_root.clone(),
+            local: self.local.clone(),
         })
     }
 
@@ -181,6 +188,12 @@ impl StorageLocation {
             }
             dir = parent;
         }
+    }
+
+    /// The file on local disk behind the object at `path`, when this
+    /// location is a local directory.
+    pub(crate) fn local_file(&self, path: &Path) -> Option<std::path::PathBuf> {
+        self.local.as_ref()?.path_to_filesystem(path).ok()
     }
 
     /// The URI this location was opened from.

@@ -250,7 +250,7 @@ async fn file_problems(
     if let Some(p) = size_problem(date, file, Some(size)) {
         return Ok(Some(p));
     }
-    let mut reader = ObjectReader::new(loc.store().clone(), path, size);
+    let mut reader = ObjectReader::at(loc, path, size);
     let meta = match ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new()).await {
         Ok(m) => m,
         Err(e) => {

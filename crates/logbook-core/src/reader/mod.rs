@@ -2,7 +2,9 @@
 //! columns matched by field id, row groups and rows skipped as a
 //! [`FilePruner`] decides.
 
+mod allocator;
 mod counters;
+mod local;
 mod object;
 mod select;
 
@@ -21,6 +23,7 @@ use crate::format::DataFile;
 use crate::handle::TableInner;
 use crate::schema::{Column, TableSchema};
 
+pub use allocator::tune_allocator;
 pub use counters::{ReadCount, ReadCounters};
 pub use object::ObjectReader;
 pub use select::{FileAccess, FilePruner, ScanHooks, Selection};
@@ -195,7 +198,7 @@ impl OpenFile {
             hooks,
         } = self;
         let path = table.location.path(&file.path);
-        let mut reader = ObjectReader::new(table.location.store().clone(), path, file.size);
+        let mut reader = ObjectReader::at(&table.location, path, file.size);
         if let Some(c) = &hooks.counters {
             reader = reader.counting(c.clone());
         }

@@ -16,6 +16,9 @@
 //!   times the bytes. It would save a round trip per file on an object
 //!   store (not measured); the bound stays where the extra bytes cost no
 //!   more than a request on local disk.
+//!
+//! A file of a table on local disk is read directly, not through the store
+//! (`local.rs` says when and why).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -31,11 +34,15 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use super::counters::ReadCounters;
+use super::local::{LocalFile, YieldOnce, INLINE_MAX};
+use crate::storage::StorageLocation;
 
 /// Objects up to this size are fetched whole with their footer, in one
-/// request. On local disk a request through the blocking pool costs tens
-/// of microseconds, about what copying this many bytes from the page cache
-/// does; on an object store a round trip costs far more.
+/// request. On an object store a round trip costs far more than this many
+/// bytes; on local disk, where a read is a `pread`, the bound was set when
+/// reads went through a blocking pool (a hand-off cost tens of
+/// microseconds, about what copying this many bytes from the page cache
+/// does) and was not measured again.
 pub(crate) const WHOLE_OBJECT_MAX: u64 = 256 * 1024;
 
 /// How much of a larger object's tail the footer fetch takes: most
@@ -53,6 +60,8 @@ pub struct ObjectReader {
     /// The object's bytes from `kept_from` to its end, once fetched.
     kept: Option<Bytes>,
     kept_from: u64,
+    /// The file behind the object when its table is on local disk.
+    local: Option<LocalFile>,
 }
 
 impl ObjectReader {
@@ -65,6 +74,17 @@ impl ObjectReader {
             counters: None,
             kept: None,
             kept_from: size,
+            local: None,
+        }
+    }
+
+    /// A reader of the object at `path` of `location`: read from local disk
+    /// directly when the location is a local directory.
+    pub(crate) fn at(location: &StorageLocation, path: Path, size: u64) -> Self {
+        let local = location.local_file(&path).and_then(LocalFile::new);
+        Self {
+            local,
+            ..Self::new(location.store().clone(), path, size)
         }
     }
 
@@ -98,10 +118,36 @@ impl ObjectReader {
             return Ok(());
         }
         self.count(self.size - from);
-        let bytes = self.store.get_range(&self.path, from..self.size).await?;
+        let tail = from..self.size;
+        let bytes = self.fetch(vec![tail]).await?.remove(0);
         self.kept = Some(bytes);
         self.kept_from = from;
         Ok(())
+    }
+
+    /// `ranges` of the object, in order: from the local file when there
+    /// is one and they are small, else from the store.
+    fn fetch(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'static, object_store::Result<Vec<Bytes>>> {
+        let total: u64 = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
+        if let Some(local) = self.local.as_mut().filter(|_| total <= INLINE_MAX) {
+            let read = local.read(&self.path, self.size, &ranges);
+            return async move {
+                YieldOnce::default().await;
+                read
+            }
+            .boxed();
+        }
+        let (store, path) = (self.store.clone(), self.path.clone());
+        async move {
+            match ranges.as_slice() {
+                [one] => Ok(vec![store.get_range(&path, one.clone()).await?]),
+                _ => store.get_ranges(&path, &ranges).await,
+            }
+        }
+        .boxed()
     }
 }
 
@@ -115,8 +161,8 @@ impl AsyncFileReader for ObjectReader {
             return futures::future::ready(Ok(bytes)).boxed();
         }
         self.count(range.end.saturating_sub(range.start));
-        self.store
-            .get_range(&self.path, range)
+        self.fetch(vec![range])
+            .map_ok(|mut got| got.remove(0))
             .map_err(external)
             .boxed()
     }
@@ -125,7 +171,7 @@ impl AsyncFileReader for ObjectReader {
         &mut self,
         ranges: Vec<Range<u64>>,
     ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
-        // Serve what is kept; fetch the rest in one call (the store
+        // Serve what is kept; fetch the rest in one call (a store
         // coalesces nearby ranges).
         let served: Vec<Option<Bytes>> = ranges.iter().map(|r| self.kept(r)).collect();
         let missing: Vec<Range<u64>> = ranges
@@ -139,12 +185,7 @@ impl AsyncFileReader for ObjectReader {
             if missing.is_empty() {
                 return Ok(served.into_iter().flatten().collect());
             }
-            let mut fetched = self
-                .store
-                .get_ranges(&self.path, &missing)
-                .await
-                .map_err(external)?
-                .into_iter();
+            let mut fetched = self.fetch(missing).await.map_err(external)?.into_iter();
             served
                 .into_iter()
                 .map(|kept| {
@@ -219,6 +260,73 @@ mod tests {
         assert_eq!(got[2], at(&across));
         let fetched = FOOTER_PREFETCH + 10 + (across.end - across.start);
         assert_eq!(counters.get().bytes, fetched);
+    }
+
+    /// A local table's small reads do not wait for the blocking pool; large
+    /// ones do (they go through the store); a missing or short file fails
+    /// as the store's read would, naming the object.
+    #[test]
+    fn a_local_table_file_is_read_from_disk_directly_when_the_read_is_small() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let location = StorageLocation::local(dir.path()).unwrap();
+        let size = INLINE_MAX + 100_000;
+        let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        std::fs::create_dir_all(dir.path().join("t/data")).unwrap();
+        std::fs::write(dir.path().join("t/data/f.parquet"), &data).unwrap();
+        let path = location.path("t/data/f.parquet");
+        let counters = Arc::new(ReadCounters::default());
+        let mut r = ObjectReader::at(&location, path.clone(), size).counting(counters.clone());
+        let at = |range: &Range<u64>| &data[range.start as usize..range.end as usize];
+        let wait = std::time::Duration::from_secs(10);
+        runtime.block_on(async {
+            // The pool's one thread is busy until `release` is sent.
+            let (release, busy) = std::sync::mpsc::channel::<()>();
+            let pool = tokio::task::spawn_blocking(move || busy.recv());
+            let (first, tail) = (10..20, size - 1000..size - 10);
+            let got = tokio::time::timeout(wait, r.get_bytes(first.clone())).await;
+            assert_eq!(got.expect("not through the pool").unwrap(), at(&first));
+            let got = r.get_byte_ranges(vec![first.clone(), tail.clone()]);
+            let got = tokio::time::timeout(wait, got).await.expect("not the pool");
+            let got = got.unwrap();
+            assert_eq!((got[0].as_ref(), got[1].as_ref()), (at(&first), at(&tail)));
+            let all = 0..size;
+            let short = std::time::Duration::from_millis(100);
+            let large = tokio::time::timeout(short, r.get_bytes(all.clone())).await;
+            assert!(large.is_err(), "a read over INLINE_MAX waits for the pool");
+            release.send(()).unwrap();
+            pool.await.unwrap().unwrap();
+            assert_eq!(r.get_bytes(all.clone()).await.unwrap(), at(&all));
+            assert_eq!(counters.get().bytes, 10 + 10 + 990 + 2 * size);
+        });
+
+        // Gone: not found, naming the object.
+        let gone = location.path("t/data/gone.parquet");
+        let err = runtime.block_on(ObjectReader::at(&location, gone, 100).get_bytes(0..10));
+        let ParquetError::External(e) = err.unwrap_err() else {
+            panic!("not the store's error")
+        };
+        match e.downcast::<object_store::Error>().map(|e| *e) {
+            Ok(object_store::Error::NotFound { path, .. }) => {
+                assert!(path.ends_with("t/data/gone.parquet"), "{path}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // Shorter than its manifest says: the object, the sizes, what to do.
+        let mut r = ObjectReader::at(&location, path, size + 50);
+        let err = runtime.block_on(r.get_bytes(size..size + 50)).unwrap_err();
+        let text = err.to_string();
+        let expected = format!("ends before byte {} of the {}", size + 50, size + 50);
+        assert!(
+            text.contains("t/data/f.parquet") && text.contains(&expected),
+            "{text}"
+        );
+        assert!(text.contains("logbook check"), "{text}");
     }
 
     #[tokio::test]

@@ -1,0 +1,136 @@
+//! Reads of a local table's files on the scan's own thread.
+//!
+//! object_store's `LocalFileSystem` sends every read to tokio's blocking
+//! pool: a hand-off to another thread and back, a context switch or two
+//! per range. A page-cache read of a column chunk takes microseconds, less
+//! than the hand-off, so [`super::ObjectReader`] reads ranges of up to
+//! [`INLINE_MAX`] bytes of a local file with `pread` where it is, and
+//! larger ones (compaction's, a cold scan's big chunks) through the pool,
+//! so that a slow disk or a network mount holds a worker thread for one
+//! small read at most.
+//!
+//! Measured on the analyst workload's time-travel query (`sum(amount)` over
+//! 45 files of one table, one process each; BENCHMARKS.md): 639 context
+//! switches per process through the pool, 57 without (`perf stat -r 20`);
+//! 23.9 against 16.7 ms for the query (medians of 11 alternating rounds,
+//! both binaries with [`super::tune_allocator`]'s settings).
+//!
+//! After each read the task yields once ([`YieldOnce`]): with reads that
+//! are always ready, a scan kept the tasks it wakes in its worker's own
+//! slot, where the idle worker cannot steal them, and the range as-of join
+//! (query 6) ran on one core (0.85 CPUs used against 1.5; 521 to 604 ms,
+//! against 360 through the pool and 306 with the yield). Alternatives:
+//! the pool for every read (object_store's way) and `block_in_place` (which
+//! moves the worker's other tasks away on every read) each pay the
+//! hand-off this avoids; `tokio::task::yield_now` waits for the worker to
+//! go idle before waking the task, which never happens under an executor
+//! nested in a tokio task.
+//!
+//! A file stays open while its reader lives: on local disk a scan still
+//! reads a file deleted under it (by a vacuum past its retention), where an
+//! object store would fail the read.
+
+use std::future::Future;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use object_store::path::Path;
+
+/// Reads of at most this many bytes in all are made on the calling
+/// thread; larger ones go through the store's blocking pool.
+pub(crate) const INLINE_MAX: u64 = 1024 * 1024;
+
+/// The file on local disk behind an object, opened at its first read.
+#[derive(Debug, Clone)]
+pub(crate) struct LocalFile {
+    file: PathBuf,
+    open: Option<Arc<std::fs::File>>,
+}
+
+impl LocalFile {
+    /// The local `file`, on platforms where it can be read at an offset
+    /// without a seek (others read through the store).
+    pub(crate) fn new(file: PathBuf) -> Option<Self> {
+        cfg!(unix).then_some(Self { file, open: None })
+    }
+
+    /// `ranges` of the file, read on this thread. Errors are the store's,
+    /// naming the object `path` of `size` bytes (the manifest's), so that
+    /// they classify as the store's would: a missing file is `NotFound`.
+    pub(crate) fn read(
+        &mut self,
+        path: &Path,
+        size: u64,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        let error = |source: std::io::Error, range: Option<&Range<u64>>| match source.kind() {
+            std::io::ErrorKind::NotFound => object_store::Error::NotFound {
+                path: path.to_string(),
+                source: Box::new(source),
+            },
+            std::io::ErrorKind::UnexpectedEof => object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: format!(
+                    "{path} ends before byte {} of the {size} its manifest records; \
+                     `logbook check` lists the table's damaged files",
+                    range.map_or(size, |r| r.end)
+                )
+                .into(),
+            },
+            _ => object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: format!("{path}: {source}").into(),
+            },
+        };
+        let handle = match &self.open {
+            Some(handle) => handle.clone(),
+            None => {
+                let opened = std::fs::File::open(&self.file).map_err(|e| error(e, None))?;
+                self.open.insert(Arc::new(opened)).clone()
+            }
+        };
+        ranges
+            .iter()
+            .map(|range| {
+                let mut buf = vec![0u8; range.end.saturating_sub(range.start) as usize];
+                read_at(&handle, &mut buf, range.start).map_err(|e| error(e, Some(range)))?;
+                Ok(Bytes::from(buf))
+            })
+            .collect()
+    }
+}
+
+#[cfg(unix)]
+fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(not(unix))]
+fn read_at(_: &std::fs::File, _: &mut [u8], _: u64) -> std::io::Result<()> {
+    unreachable!("LocalFile::new is None off unix")
+}
+
+/// Pending once, having woken itself: the task goes to the back of its
+/// worker's queue, where an idle worker may take it, and any executor
+/// polls it again at once.
+#[derive(Debug, Default)]
+pub(crate) struct YieldOnce {
+    yielded: bool,
+}
+
+impl Future for YieldOnce {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.yielded {
+            return Poll::Ready(());
+        }
+        self.yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
