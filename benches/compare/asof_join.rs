@@ -353,10 +353,15 @@ fn scan_bytes(plan: &Arc<dyn logbook::query::datafusion::physical_plan::Executio
     own + plan.children().into_iter().map(scan_bytes).sum::<usize>()
 }
 
-#[tokio::main]
-async fn main() {
-    // As the `logbook` binary does, so that the figures are its.
+fn main() {
+    // As the `logbook` binary does, before any thread starts, so that the
+    // figures are its.
     logbook::reader::tune_allocator();
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    runtime.block_on(run());
+}
+
+async fn run() {
     let args: Vec<String> = std::env::args().collect();
     match (args.get(1).map(String::as_str), args.get(2)) {
         (Some("prepare"), Some(dir)) => {

@@ -13,9 +13,9 @@
 //! time-travel query, against 2,170 with the settings below, and 35.1
 //! against 30.6 ms for the whole process (`perf stat -r 20`).
 //!
-//! Measured on that query (BENCHMARKS.md, 11 alternating rounds of one
-//! process each): glibc's defaults 22.5 ms, these settings 17.3 ms, DuckDB
-//! 21.5 ms. Peak memory of replacing then compacting a 2 GiB partition did
+//! Measured on that query (BENCHMARKS.md, "How each half was chosen"; 11
+//! alternating rounds of one process each): glibc's defaults 22.5 ms,
+//! these settings 17.3 ms, DuckDB 21.5 ms. Peak memory of replacing then compacting a 2 GiB partition did
 //! not move (269 and 239 MiB, 338 and 342 MiB, against 296 and 348 MiB with
 //! the defaults). Alternatives measured and not kept:
 //! - mimalloc as the global allocator: 18.8 to 19.0 ms, but 50% more peak

@@ -19,16 +19,19 @@
 //! are always ready, a scan kept the tasks it wakes in its worker's own
 //! slot, where the idle worker cannot steal them, and the range as-of join
 //! (query 6) ran on one core (0.85 CPUs used against 1.5; 521 to 604 ms,
-//! against 360 through the pool and 306 with the yield). Alternatives:
+//! against 316 to 360 through the pool; with the yield, 323.1 against
+//! 314.2 ms in the recorded run). Alternatives:
 //! the pool for every read (object_store's way) and `block_in_place` (which
 //! moves the worker's other tasks away on every read) each pay the
 //! hand-off this avoids; `tokio::task::yield_now` waits for the worker to
 //! go idle before waking the task, which never happens under an executor
 //! nested in a tokio task.
 //!
-//! A file stays open while its reader lives: on local disk a scan still
-//! reads a file deleted under it (by a vacuum past its retention), where an
-//! object store would fail the read.
+//! A file stays open from its first small read while its reader lives, so
+//! a scan's small reads of a file deleted under it (by a vacuum past its
+//! retention) still succeed on local disk, where an object store's would
+//! fail; a large read opens the file again through the store and fails
+//! with `NotFound` as before.
 
 use std::future::Future;
 use std::ops::Range;

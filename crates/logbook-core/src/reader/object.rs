@@ -303,6 +303,15 @@ mod tests {
             pool.await.unwrap().unwrap();
             assert_eq!(r.get_bytes(all.clone()).await.unwrap(), at(&all));
             assert_eq!(counters.get().bytes, 10 + 10 + 990 + 2 * size);
+            // A kept range between two to fetch, over INLINE_MAX in all:
+            // each comes back in its place.
+            r.fetch_tail().await.unwrap();
+            let (head, kept, more) = (0..size - FOOTER_PREFETCH, size - 500..size - 5, 10..19);
+            let got = r.get_byte_ranges(vec![head.clone(), kept.clone(), more.clone()]);
+            let got = got.await.unwrap();
+            assert_eq!(got[0].as_ref(), at(&head));
+            assert_eq!(got[1].as_ref(), at(&kept));
+            assert_eq!(got[2].as_ref(), at(&more));
         });
 
         // Gone: not found, naming the object.
