@@ -26,11 +26,9 @@ pub struct StorageLocation {
     store: Arc<dyn ObjectStore>,
     prefix: Option<Path>,
     uri: String,
-    /// A local directory's path on disk, which object paths are relative
-    /// to (see [`StorageLocation::remove_empty_parents`]).
-    local_root: Option<Arc<std::path::PathBuf>>,
-    /// The store again, typed, when it is a local directory: data files
-    /// are then read without it (`reader::object`).
+    /// The store again, typed, when it is a local directory: it maps
+    /// object paths to files, which data-file reads (`reader::local`) and
+    /// [`StorageLocation::remove_empty_parents`] use directly.
     local: Option<Arc<LocalFileSystem>>,
 }
 
@@ -124,7 +122,6 @@ impl StorageLocation {
         let store = Arc::new(store);
         let uri = format!("file://{}", canonical.display());
         Ok(Self {
-            local_root: Some(Arc::new(canonical)),
             local: Some(store.clone()),
             ..Self::from_store(store, "", &uri)
         })
@@ -137,7 +134,6 @@ impl StorageLocation {
             store,
             prefix: (!prefix.is_empty()).then(|| Path::from(prefix)),
             uri: uri.to_string(),
-            local_root: None,
             local: None,
         }
     }
@@ -156,7 +152,6 @@ impl StorageLocation {
             } else {
                 format!("{}/{name}", self.uri)
             },
-            local_root: self.local_root.clone(),
             local: self.local.clone(),
         })
     }
@@ -175,23 +170,23 @@ impl StorageLocation {
     /// file's write directory), or ones whose writers retry (intent
     /// markers). Failures are ignored: an empty directory costs time only.
     pub(crate) fn remove_empty_parents(&self, relative: &str, levels: usize) {
-        let Some(root) = &self.local_root else {
-            return;
-        };
         let mut dir = relative.trim_matches('/');
         for _ in 0..levels {
             let Some((parent, _)) = dir.rsplit_once('/') else {
                 return;
             };
-            if std::fs::remove_dir(root.join(self.path(parent).as_ref())).is_err() {
+            let Some(on_disk) = self.local_file(&self.path(parent)) else {
+                return;
+            };
+            if std::fs::remove_dir(on_disk).is_err() {
                 return;
             }
             dir = parent;
         }
     }
 
-    /// The file on local disk behind the object at `path`, when this
-    /// location is a local directory.
+    /// The file (or directory) on local disk behind the object path
+    /// `path`, when this location is a local directory.
     pub(crate) fn local_file(&self, path: &Path) -> Option<std::path::PathBuf> {
         self.local.as_ref()?.path_to_filesystem(path).ok()
     }
