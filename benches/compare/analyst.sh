@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 18's analyst workload, side by side: logbook (release build) and
-# DuckDB on the same Parquet files, 2 threads each, alternating A B A B;
+# DuckDB on the same Parquet files, 2 threads each, alternating A B A B,
+# each collecting its result as Arrow;
 # medians, ratios, rows, checksums, bytes logbook's scans read, and peak
 # memory, as a Markdown table.
 # Usage: benches/compare/analyst.sh [ROUNDS] [ORDERS DAYS]   (from the repository root)
@@ -12,7 +13,7 @@ work="${LOGBOOK_BENCH_DIR:-$here/../../target/compare}"
 mkdir -p "$work"
 venv="$work/venv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/pip" install -q "duckdb==1.4.2"
+"$venv/bin/pip" install -q "duckdb==1.4.2" "pyarrow==26.0.1"
 cargo build --release --example asof_join
 bin="$here/../../target/release/examples/asof_join"
 data="$work/analyst-$orders-$days"

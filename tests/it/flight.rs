@@ -287,6 +287,48 @@ async fn prepared_statement_with_a_parameter() {
     server.stop().await;
 }
 
+/// A fetch runs the statement with the parameters bound when it was
+/// described: bound again in between, the kept plan still answers for the
+/// first ones, and a fetch that must plan again (no plan kept) is refused
+/// rather than answered for parameters it was not described with.
+#[tokio::test]
+async fn a_prepared_fetch_answers_for_the_parameters_it_was_described_with() {
+    let (wh, _) = world().await;
+    let bound = |d: &str| {
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("$1", DataType::Date32, true)])),
+            vec![Arc::new(Date32Array::from(vec![days(date(d))]))],
+        )
+        .unwrap()
+    };
+    for max_kept_plans in [256, 0] {
+        let options = ServerOptions {
+            max_kept_plans,
+            ..token_options()
+        };
+        let server = Server::start(wh.clone(), options).await;
+        let mut c = server.client(Some(TOKEN)).await;
+        let sql = "SELECT count(*) FROM orders WHERE date = ?";
+        let mut stmt = c.prepare(sql.into(), None).await.unwrap();
+        stmt.set_parameters(bound("2026-03-15")).unwrap();
+        let first = stmt.execute().await.unwrap();
+        stmt.set_parameters(bound("2026-03-17")).unwrap();
+        let second = stmt.execute().await.unwrap();
+        assert_eq!(one_i64(&fetch(&mut c, second).await.unwrap()), 0);
+        let first = fetch(&mut c, first).await;
+        match max_kept_plans {
+            0 => {
+                let (code, message) = status(&first.unwrap_err());
+                assert_eq!(code, tonic::Code::FailedPrecondition, "{message}");
+                assert!(message.contains("GetFlightInfo again"), "{message}");
+            }
+            _ => assert_eq!(one_i64(&first.unwrap()), 3),
+        }
+        stmt.close().await.unwrap();
+        server.stop().await;
+    }
+}
+
 #[tokio::test]
 async fn refuses_calls_without_the_token_and_every_write() {
     let (wh, _) = world().await;
@@ -402,37 +444,60 @@ async fn stops_gracefully_while_idle() {
     assert!(c.get_catalogs().await.is_err(), "the server is gone");
 }
 
+/// A run committing date `d` of orders.
+async fn commit_orders(orders: &logbook::Table, d: &str) {
+    let run = logbook::RunInfo::new(format!("late-{d}"));
+    let mut w = orders.replace_partition(date(d), run).await.unwrap();
+    w.write(&crate::lifecycle::orders_batch(d)).await.unwrap();
+    w.commit().await.unwrap();
+}
+
 /// `GetFlightInfo` plans against the tables' versions of that moment and
 /// its ticket carries them: a commit that lands before `DoGet` does not
-/// change what the fetch returns (a new `GetFlightInfo` sees it).
+/// change what the fetch returns (a new `GetFlightInfo` sees it), whether
+/// the fetch runs the plan kept for it or, on a server that keeps none,
+/// plans again at the ticket's versions.
 #[tokio::test]
 async fn a_fetch_reads_the_versions_its_statement_was_planned_against() {
+    let (wh, _) = world().await;
+    let orders = wh.table("orders").await.unwrap();
+    let sql = "SELECT count(*) FROM orders";
+    for (max_kept_plans, d) in [(256, "2026-03-20"), (0, "2026-03-21")] {
+        let options = ServerOptions {
+            max_kept_plans,
+            ..token_options()
+        };
+        let server = Server::start(wh.clone(), options).await;
+        let mut c = server.client(Some(TOKEN)).await;
+        let before = one_i64(&query(&mut c, sql).await);
+        let info = c.execute(sql.to_string(), None).await.unwrap();
+        commit_orders(&orders, d).await;
+        let fetched = one_i64(&fetch(&mut c, info).await.unwrap());
+        assert_eq!(fetched, before, "kept plans: {max_kept_plans}");
+        assert!(one_i64(&query(&mut c, sql).await) > before);
+        server.stop().await;
+    }
+}
+
+/// `DoGet` runs the plan its `GetFlightInfo` made, without planning again:
+/// an expiry in between (versions gone from the log, files kept until
+/// vacuum) does not stop it. A second fetch of the ticket, whose plan was
+/// taken, plans again at the ticket's versions: they expired, so it is
+/// refused clearly rather than answered from another version.
+#[tokio::test]
+async fn a_fetch_runs_the_plan_made_for_it_and_a_second_fetch_plans_again() {
     let (wh, _) = world().await;
     let orders = wh.table("orders").await.unwrap();
     let server = Server::start(wh, token_options()).await;
     let mut c = server.client(Some(TOKEN)).await;
     let sql = "SELECT count(*) FROM orders";
-    // A run committing date `d` of orders.
-    let commit = |d: &'static str| {
-        let orders = orders.clone();
-        async move {
-            let run = logbook::RunInfo::new(format!("late-{d}"));
-            let mut w = orders.replace_partition(date(d), run).await.unwrap();
-            w.write(&crate::lifecycle::orders_batch(d)).await.unwrap();
-            w.commit().await.unwrap();
-        }
-    };
+    let before = one_i64(&query(&mut c, sql).await);
     let info = c.execute(sql.to_string(), None).await.unwrap();
-    commit("2026-03-20").await;
-    assert_eq!(one_i64(&fetch(&mut c, info).await.unwrap()), 12);
-    assert!(one_i64(&query(&mut c, sql).await) > 12);
-    // A ticket whose version expired since: a clear refusal, not rows of
-    // another version.
-    let info = c.execute(sql.to_string(), None).await.unwrap();
-    commit("2026-03-21").await;
+    commit_orders(&orders, "2026-03-21").await;
     logbook::maintenance::expire::expire(&orders, logbook::maintenance::expire::Keep::Last(1))
         .await
         .unwrap();
+    assert_eq!(one_i64(&fetch(&mut c, info.clone()).await.unwrap()), before);
     let (code, message) = status(&fetch(&mut c, info).await.unwrap_err());
     assert_eq!(code, tonic::Code::FailedPrecondition, "{message}");
     assert!(message.contains("GetFlightInfo again"), "{message}");

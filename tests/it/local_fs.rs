@@ -1,6 +1,7 @@
 //! The same protocol on a real directory: put-if-absent is a hard link there.
 
 use logbook::{ErrorKind, RunInfo, Warehouse};
+use object_store::ObjectStoreExt;
 
 use crate::common::*;
 
@@ -89,4 +90,33 @@ async fn deleted_files_leave_no_empty_directories_behind() {
     replace(&t, d, 0..2, "three", "r4").await;
     assert_eq!(rows(&t.latest().await.unwrap(), d).await.len(), 2);
     assert_eq!(rows(&t.latest().await.unwrap(), other).await.len(), 3);
+}
+
+/// A data file cut short behind logbook's back (a partial copy, a disk
+/// fault) fails a read as corrupt, naming the file and `logbook check`:
+/// not transient, which would have a caller retry it forever. Read on the
+/// scan's thread from a local directory, and through a store that answers
+/// a range past the end with fewer bytes (the in-memory one) alike.
+#[tokio::test]
+async fn a_data_file_cut_short_reads_as_corrupt_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for uri in [dir.path().to_str().unwrap(), "memory://"] {
+        let wh = Warehouse::new(logbook::StorageLocation::parse(uri).unwrap(), options());
+        let schema = logbook::TableSchema::parse_spec("orders", SPEC, "date").unwrap();
+        let t = wh.create_table("orders", schema).await.unwrap();
+        let d = date("2026-03-15");
+        replace(&t, d, 0..1000, "one", "r1").await;
+        let snap = t.latest().await.unwrap();
+        let file = snap.partitions().await.unwrap()[0].files[0].path.clone();
+        let (store, path) = (t.location().store().clone(), t.location().path(&file));
+        let bytes = store.get(&path).await.unwrap().bytes().await.unwrap();
+        let cut = bytes.slice(..bytes.len() - 100);
+        store.put(&path, cut.into()).await.unwrap();
+
+        let err = snap.read_partition(d).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Corrupt, "{uri}: {err}");
+        let text = err.to_string();
+        assert!(text.contains(&file), "{uri}: {text}");
+        assert!(text.contains("logbook check"), "{uri}: {text}");
+    }
 }

@@ -235,6 +235,9 @@ impl Error {
             Corrupt { .. } | MirrorDiverged { .. } => ErrorKind::Corrupt,
             UnsupportedStore { .. } | NewerFormat { .. } => ErrorKind::Unsupported,
             Storage { source, .. } => match source {
+                object_store::Error::Generic { source, .. } if source.is::<ShortFile>() => {
+                    ErrorKind::Corrupt
+                }
                 object_store::Error::NotFound { .. } => ErrorKind::NotFound,
                 object_store::Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
                 object_store::Error::NotImplemented { .. } => ErrorKind::Unsupported,
@@ -275,6 +278,31 @@ impl Error {
         Error::Arrow {
             context: context.to_string(),
             source,
+        }
+    }
+}
+
+/// A data file shorter than the size its manifest records: cut short or
+/// replaced behind logbook's back. The readers return it as the source of
+/// a storage error (the Parquet reader passes those through), so that it
+/// names the object, and [`Error::kind`] classes it
+/// [`ErrorKind::Corrupt`]: retrying cannot help.
+#[derive(Debug, thiserror::Error)]
+#[error("{path} ends before byte {end} of the {size} its manifest records; `logbook check` lists the table's damaged files")]
+pub(crate) struct ShortFile {
+    pub(crate) path: String,
+    /// The end of the range that could not be read.
+    pub(crate) end: u64,
+    /// The size the manifest records.
+    pub(crate) size: u64,
+}
+
+impl ShortFile {
+    /// As the store error the readers return.
+    pub(crate) fn storage_error(self, store: &'static str) -> object_store::Error {
+        object_store::Error::Generic {
+            store,
+            source: Box::new(self),
         }
     }
 }

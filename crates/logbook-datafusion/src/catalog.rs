@@ -27,6 +27,12 @@ pub struct QueryOptions {
     pub dimensions: Option<DimensionMode>,
     /// Tables pinned to a version (`--version TABLE=N`).
     pub pins: HashMap<String, u64>,
+    /// Read every table at the version the session opened it at (its head
+    /// then), as if pinned there: a plan kept for later (a Flight ticket's)
+    /// reads what it was planned against. Otherwise an unpinned table is
+    /// read at its head at each scan, so a session that lives across
+    /// commits sees them.
+    pub read_as_opened: bool,
 }
 
 /// A table as this session sees it.
@@ -249,10 +255,11 @@ impl WarehouseSchema {
         names
     }
 
-    /// `name` as this session reads it: its pinned version, already read,
-    /// or its head at each scan.
+    /// `name` as this session reads it: its pinned version (or the version
+    /// it opened, [`QueryOptions::read_as_opened`]), already read, or its
+    /// head at each scan.
     fn base(&self, opened: Opened, name: &str) -> LogbookTableProvider {
-        match self.options.pins.contains_key(name) {
+        match self.options.read_as_opened || self.options.pins.contains_key(name) {
             true => LogbookTableProvider::of_snapshot(opened.table, opened.snapshot),
             false => {
                 let schema = opened.snapshot.schema().clone();

@@ -129,6 +129,7 @@ impl Run {
             logical_date: Some(self.logical_date),
             dimensions: Some(self.mode),
             pins: self.pins.clone(),
+            ..Default::default()
         };
         let ctx = session(&self.warehouse, options, Some(lineage.clone())).await?;
         let mut run = self.run.clone();

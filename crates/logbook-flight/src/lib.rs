@@ -11,6 +11,7 @@
 //! - [`sessions`]: settings kept per client under a cookie.
 //! - [`query`]: read-only planning, `?` parameters, error codes.
 //! - [`prepared`]: prepared statements and their bound parameters.
+//! - [`planned`]: plans kept from `GetFlightInfo` for their `DoGet`.
 //! - [`metadata`]: catalogs, schemas, tables, table types, SQL info.
 //! - [`results`]: streaming with a row limit and a log line per query.
 //! - [`auth`]: the bearer token.
@@ -30,6 +31,7 @@
 
 pub mod auth;
 pub mod metadata;
+pub mod planned;
 pub mod prepared;
 pub mod query;
 pub mod results;
@@ -64,6 +66,9 @@ pub struct ServerOptions {
     pub max_sessions: usize,
     /// Prepared statements open at once.
     pub max_prepared_statements: usize,
+    /// Plans kept from `GetFlightInfo` for their `DoGet` (0: none, every
+    /// fetch plans again); past it the oldest goes and its fetch plans again.
+    pub max_kept_plans: usize,
     /// Where session ids and prepared-statement handles come from.
     pub ids: Arc<dyn IdGenerator>,
 }
@@ -76,6 +81,7 @@ impl Default for ServerOptions {
             max_result_rows: 100_000_000,
             max_sessions: 10_000,
             max_prepared_statements: 10_000,
+            max_kept_plans: 256,
             ids: Arc::new(UuidV7),
         }
     }

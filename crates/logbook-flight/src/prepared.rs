@@ -17,6 +17,9 @@ pub struct Prepared {
     pub sql: String,
     /// The bound parameters (`$1` first), once bound.
     pub params: Option<Vec<ScalarValue>>,
+    /// How many times parameters were bound: a ticket records it, so a
+    /// fetch planned again can tell the parameters it was described with.
+    pub binds: u64,
 }
 
 /// Every open prepared statement.
@@ -47,7 +50,14 @@ impl PreparedStatements {
             )));
         }
         let handle = self.ids.next_id().simple().to_string();
-        map.insert(handle.clone(), Prepared { sql, params: None });
+        map.insert(
+            handle.clone(),
+            Prepared {
+                sql,
+                params: None,
+                binds: 0,
+            },
+        );
         Ok(handle)
     }
 
@@ -67,6 +77,7 @@ impl PreparedStatements {
         let mut map = self.map.lock().expect("prepared lock");
         let p = map.get_mut(handle).ok_or_else(|| unknown(handle))?;
         p.params = Some(params);
+        p.binds += 1;
         Ok(())
     }
 
@@ -131,6 +142,8 @@ mod tests {
             p.get(&h).unwrap().params,
             Some(vec![ScalarValue::Int64(Some(7))])
         );
+        p.bind(&h, &[row(vec![8])]).unwrap();
+        assert_eq!(p.get(&h).unwrap().binds, 2);
         p.close(&h).unwrap();
         assert_eq!(p.get(&h).unwrap_err().code(), tonic::Code::NotFound);
     }

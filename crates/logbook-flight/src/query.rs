@@ -26,12 +26,18 @@ pub struct TicketBody {
     pub sql: String,
     /// The caller's settings when it asked for the statement.
     pub settings: Settings,
-    /// The prepared statement whose bound parameters to use.
-    pub prepared: Option<String>,
+    /// The prepared statement whose bound parameters to use, and its
+    /// bind count then (a rebind since refuses a fetch planned again).
+    pub prepared: Option<(String, u64)>,
     /// The version of each table the statement was planned against: the
     /// fetch reads these, never a commit that landed in between.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub versions: BTreeMap<String, u64>,
+    /// The plan `GetFlightInfo` kept for this fetch (see
+    /// [`crate::planned`]); without it, or once it is gone, the fetch plans
+    /// again at `versions`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
 }
 
 impl TicketBody {
@@ -238,12 +244,14 @@ mod tests {
         let t = TicketBody {
             sql: "SELECT 1".into(),
             settings: Settings::default(),
-            prepared: Some("p1".into()),
+            prepared: Some(("p1".into(), 3)),
             versions: [("orders".to_string(), 7)].into(),
+            plan: Some("k1".into()),
         };
         let back = TicketBody::decode(&t.encode()).unwrap();
         assert_eq!(back.sql, "SELECT 1");
-        assert_eq!(back.prepared.as_deref(), Some("p1"));
+        assert_eq!(back.prepared, Some(("p1".into(), 3)));
+        assert_eq!(back.plan.as_deref(), Some("k1"));
         assert_eq!(
             TicketBody::decode(b"nope").unwrap_err().code(),
             tonic::Code::InvalidArgument

@@ -1,5 +1,6 @@
 //! The Flight SQL service: each protocol call mapped onto planning
-//! ([`crate::query`]), settings ([`crate::sessions`]), prepared statements
+//! ([`crate::query`]), plans kept for their fetch ([`crate::planned`]),
+//! settings ([`crate::sessions`]), prepared statements
 //! ([`crate::prepared`]), browsing ([`crate::metadata`]) and streaming
 //! ([`crate::results`]).
 
@@ -27,6 +28,7 @@ use arrow_flight::{
 };
 use arrow_schema::Schema;
 use datafusion::common::ScalarValue;
+use datafusion::dataframe::DataFrame;
 use futures::{stream, Stream, TryStreamExt};
 use logbook_core::Warehouse;
 use logbook_datafusion::datafusion;
@@ -35,9 +37,10 @@ use tokio::sync::Semaphore;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::metadata;
+use crate::planned::{PlannedStatements, PLAN_TTL};
 use crate::prepared::PreparedStatements;
 use crate::query::{
-    datafusion_status, number_placeholders, parameter_schema, plan, plan_at, TicketBody,
+    datafusion_status, number_placeholders, parameter_schema, plan, plan_at, Planned, TicketBody,
 };
 use crate::results::{flight_stream, QueryLog};
 use crate::sessions::Sessions;
@@ -55,6 +58,7 @@ struct Shared {
     warehouse: Warehouse,
     sessions: Sessions,
     prepared: PreparedStatements,
+    planned: PlannedStatements,
     slots: Arc<Semaphore>,
     max_concurrent_queries: usize,
     max_result_rows: u64,
@@ -78,6 +82,7 @@ impl LogbookFlightSql {
             warehouse,
             sessions: Sessions::new(options.ids.clone(), options.max_sessions),
             prepared: PreparedStatements::new(options.ids.clone(), options.max_prepared_statements),
+            planned: PlannedStatements::new(options.ids.clone(), options.max_kept_plans, PLAN_TTL),
             slots: Arc::new(Semaphore::new(options.max_concurrent_queries)),
             max_concurrent_queries: options.max_concurrent_queries,
             max_result_rows: options.max_result_rows,
@@ -85,13 +90,12 @@ impl LogbookFlightSql {
         }))
     }
 
-    /// Plan and stream one statement, within the server's limits.
+    /// Stream one statement, within the server's limits: the plan its
+    /// `GetFlightInfo` kept, or one made now.
     async fn execute<T>(
         &self,
         sql: &str,
-        settings: &Settings,
-        params: Option<&[ScalarValue]>,
-        versions: &BTreeMap<String, u64>,
+        fetch: Fetch<'_>,
         request: &Request<T>,
     ) -> Result<Response<DoGetStream>, Status> {
         let log = QueryLog {
@@ -107,19 +111,18 @@ impl LogbookFlightSql {
                 self.0.max_concurrent_queries
             ))
         })?;
-        // The versions the statement was planned against: a commit since
-        // does not change what the fetch returns.
-        let planned = plan_at(&self.0.warehouse, sql, settings, params, versions)
-            .await
-            .map_err(|e| match e.code() {
-                // A version the ticket pins expired, or its table went.
-                tonic::Code::NotFound if !versions.is_empty() => Status::failed_precondition(format!(
-                    "this ticket's tables have moved on since it was issued; call GetFlightInfo again ({})",
-                    e.message()
-                )),
-                _ => e,
-            });
-        let df = planned.map(|p| p.df).inspect_err(|e| {
+        let df = match fetch {
+            Fetch::Ticket(body) => match body.plan.as_deref().and_then(|id| self.0.planned.take(id)) {
+                Some(df) => Ok(df),
+                None => self.plan_again(body).await,
+            },
+            Fetch::Heads { settings, params } => {
+                plan_at(&self.0.warehouse, sql, settings, params, &BTreeMap::new())
+                    .await
+                    .map(|p| p.df)
+            }
+        }
+        .inspect_err(|e| {
             tracing::info!(client = %log.client, sql = %log.sql, error = %e.message(), "query refused");
         })?;
         let planned = df.schema().as_arrow().clone();
@@ -132,6 +135,74 @@ impl LogbookFlightSql {
             log,
         )))
     }
+
+    /// Plan a ticket's statement again, its plan gone: at the versions and
+    /// with the parameters it was described with, or refused.
+    async fn plan_again(&self, body: &TicketBody) -> Result<DataFrame, Status> {
+        let params = match &body.prepared {
+            Some((handle, binds)) => {
+                let prepared = self.0.prepared.get(handle)?;
+                if prepared.binds != *binds {
+                    return Err(Status::failed_precondition(format!(
+                        "prepared statement {handle:?} was bound to new parameters after this ticket was issued; call GetFlightInfo again"
+                    )));
+                }
+                prepared.params
+            }
+            None => None,
+        };
+        let versions = &body.versions;
+        plan_at(&self.0.warehouse, &body.sql, &body.settings, params.as_deref(), versions)
+            .await
+            .map(|p| p.df)
+            .map_err(|e| match e.code() {
+                // A version the ticket pins expired, or its table went.
+                tonic::Code::NotFound if !versions.is_empty() => Status::failed_precondition(format!(
+                    "this ticket's tables have moved on since it was issued; call GetFlightInfo again ({})",
+                    e.message()
+                )),
+                _ => e,
+            })
+    }
+
+    /// The `FlightInfo` of a statement planned now: its plan kept for the
+    /// fetch, and a ticket with what to plan again if the plan is gone.
+    fn describe(
+        &self,
+        planned: Planned,
+        sql: String,
+        settings: Settings,
+        prepared: Option<(String, u64)>,
+        descriptor: FlightDescriptor,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = plain_schema(planned.df.schema().as_arrow());
+        let plan = self.0.planned.keep(planned.df);
+        let ticket = TicketStatementQuery {
+            statement_handle: TicketBody {
+                sql,
+                settings,
+                prepared,
+                versions: planned.versions,
+                plan,
+            }
+            .encode()
+            .into(),
+        };
+        flight_info(&schema, ticket.as_any().encode_to_vec(), descriptor)
+    }
+}
+
+/// Where a fetch's plan comes from.
+enum Fetch<'a> {
+    /// A ticket `GetFlightInfo` issued: the plan it kept (taken once the
+    /// fetch holds a slot) or, gone, the same statement planned again.
+    Ticket(&'a TicketBody),
+    /// A prepared statement fetched by its handle (no `GetFlightInfo`
+    /// came first): planned now, at the tables' heads.
+    Heads {
+        settings: &'a Settings,
+        params: Option<&'a [ScalarValue]>,
+    },
 }
 
 impl LogbookFlightSql {
@@ -228,22 +299,7 @@ impl FlightSqlService for LogbookFlightSql {
         let settings = self.0.sessions.resolve(request.metadata())?;
         let sql = number_placeholders(&query.query);
         let planned = plan_at(&self.0.warehouse, &sql, &settings, None, &BTreeMap::new()).await?;
-        let schema = plain_schema(planned.df.schema().as_arrow());
-        let ticket = TicketStatementQuery {
-            statement_handle: TicketBody {
-                sql,
-                settings,
-                prepared: None,
-                versions: planned.versions,
-            }
-            .encode()
-            .into(),
-        };
-        flight_info(
-            &schema,
-            ticket.as_any().encode_to_vec(),
-            request.into_inner(),
-        )
+        self.describe(planned, sql, settings, None, request.into_inner())
     }
 
     async fn do_get_statement(
@@ -252,18 +308,8 @@ impl FlightSqlService for LogbookFlightSql {
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
         let body = TicketBody::decode(&ticket.statement_handle)?;
-        let params = match &body.prepared {
-            Some(handle) => self.0.prepared.get(handle)?.params,
-            None => None,
-        };
-        self.execute(
-            &body.sql,
-            &body.settings,
-            params.as_deref(),
-            &body.versions,
-            &request,
-        )
-        .await
+        self.execute(&body.sql, Fetch::Ticket(&body), &request)
+            .await
     }
 
     async fn do_action_create_prepared_statement(
@@ -332,20 +378,11 @@ impl FlightSqlService for LogbookFlightSql {
             &BTreeMap::new(),
         )
         .await?;
-        let schema = plain_schema(planned.df.schema().as_arrow());
-        let ticket = TicketStatementQuery {
-            statement_handle: TicketBody {
-                sql: prepared.sql,
-                settings,
-                prepared: Some(handle),
-                versions: planned.versions,
-            }
-            .encode()
-            .into(),
-        };
-        flight_info(
-            &schema,
-            ticket.as_any().encode_to_vec(),
+        self.describe(
+            planned,
+            prepared.sql,
+            settings,
+            Some((handle, prepared.binds)),
             request.into_inner(),
         )
     }
@@ -360,16 +397,11 @@ impl FlightSqlService for LogbookFlightSql {
             .prepared
             .get(handle_str(&cmd.prepared_statement_handle)?)?;
         let settings = self.0.sessions.resolve(request.metadata())?;
-        // A ticket naming the prepared statement itself: planned now, at
-        // the tables' heads.
-        self.execute(
-            &prepared.sql,
-            &settings,
-            prepared.params.as_deref(),
-            &BTreeMap::new(),
-            &request,
-        )
-        .await
+        let fetch = Fetch::Heads {
+            settings: &settings,
+            params: prepared.params.as_deref(),
+        };
+        self.execute(&prepared.sql, fetch, &request).await
     }
 
     async fn do_action_close_prepared_statement(

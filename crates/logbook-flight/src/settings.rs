@@ -44,6 +44,9 @@ impl Settings {
             logical_date: self.logical_date,
             dimensions: self.dimensions,
             pins: Default::default(),
+            // A statement is planned at `GetFlightInfo` and run at `DoGet`:
+            // both read the versions the ticket records.
+            read_as_opened: true,
         })
     }
 

@@ -140,6 +140,7 @@ impl Warehouse {
                 .transpose()?,
             dimensions: Some(parse_mode(dimensions)?),
             pins: versions.unwrap_or_default(),
+            ..Default::default()
         };
         let stream = wait(py, || async {
             let ctx = session(&self.inner, options, None).await?;

@@ -49,6 +49,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         logical_date: args.logical_date,
         dimensions: args.dimensions,
         pins: args.versions.into_iter().collect::<HashMap<_, _>>(),
+        ..Default::default()
     };
     let ctx = session(warehouse, options, None).await.map_err(query_err)?;
     let df = logbook_datafusion::sql(&ctx, &args.query)

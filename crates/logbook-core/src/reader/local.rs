@@ -43,6 +43,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use object_store::path::Path;
 
+use crate::error::ShortFile;
+
 /// Reads of at most this many bytes in all are made on the calling
 /// thread; larger ones go through the store's blocking pool.
 pub(crate) const INLINE_MAX: u64 = 1024 * 1024;
@@ -63,7 +65,8 @@ impl LocalFile {
 
     /// `ranges` of the file, read on this thread. Errors are the store's,
     /// naming the object `path` of `size` bytes (the manifest's), so that
-    /// they classify as the store's would: a missing file is `NotFound`.
+    /// they classify as the store's would: a missing file is `NotFound`,
+    /// one that ends early a [`ShortFile`].
     pub(crate) fn read(
         &mut self,
         path: &Path,
@@ -75,15 +78,12 @@ impl LocalFile {
                 path: path.to_string(),
                 source: Box::new(source),
             },
-            std::io::ErrorKind::UnexpectedEof => object_store::Error::Generic {
-                store: "LocalFileSystem",
-                source: format!(
-                    "{path} ends before byte {} of the {size} its manifest records; \
-                     `logbook check` lists the table's damaged files",
-                    range.map_or(size, |r| r.end)
-                )
-                .into(),
-            },
+            std::io::ErrorKind::UnexpectedEof => ShortFile {
+                path: path.to_string(),
+                end: range.map_or(size, |r| r.end),
+                size,
+            }
+            .storage_error("LocalFileSystem"),
             _ => object_store::Error::Generic {
                 store: "LocalFileSystem",
                 source: format!("{path}: {source}").into(),

@@ -35,6 +35,7 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use super::counters::ReadCounters;
 use super::local::{LocalFile, YieldOnce, INLINE_MAX};
+use crate::error::ShortFile;
 use crate::storage::StorageLocation;
 
 /// Objects up to this size are fetched whole with their footer, in one
@@ -140,15 +141,46 @@ impl ObjectReader {
             }
             .boxed();
         }
-        let (store, path) = (self.store.clone(), self.path.clone());
+        let (store, path, size) = (self.store.clone(), self.path.clone(), self.size);
         async move {
-            match ranges.as_slice() {
-                [one] => Ok(vec![store.get_range(&path, one.clone()).await?]),
+            let got = match ranges.as_slice() {
+                [one] => store.get_range(&path, one.clone()).await.map(|b| vec![b]),
                 _ => store.get_ranges(&path, &ranges).await,
+            };
+            match got {
+                Ok(got) => match ranges
+                    .iter()
+                    .zip(&got)
+                    .find(|(r, b)| (b.len() as u64) < r.end - r.start)
+                {
+                    Some((r, _)) => Err(short(&path, r.end, size)),
+                    None => Ok(got),
+                },
+                Err(e @ object_store::Error::NotFound { .. }) => Err(e),
+                // Stores refuse a range past the end in their own words;
+                // one question tells a damaged file from a failing store.
+                Err(e) => match store.head(&path).await {
+                    Ok(meta) if meta.size < size => Err(short(&path, ranges_end(&ranges), size)),
+                    _ => Err(e),
+                },
             }
         }
         .boxed()
     }
+}
+
+/// The object at `path` ends before `end`, short of the manifest's `size`.
+fn short(path: &Path, end: u64, size: u64) -> object_store::Error {
+    ShortFile {
+        path: path.to_string(),
+        end,
+        size,
+    }
+    .storage_error("object store")
+}
+
+fn ranges_end(ranges: &[Range<u64>]) -> u64 {
+    ranges.iter().map(|r| r.end).max().unwrap_or(0)
 }
 
 fn external(e: object_store::Error) -> ParquetError {
@@ -336,6 +368,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("logbook check"), "{text}");
+        let kind = crate::Error::parquet("t/data/f.parquet", err).kind();
+        assert_eq!(kind, crate::ErrorKind::Corrupt, "not worth a retry");
     }
 
     #[tokio::test]
