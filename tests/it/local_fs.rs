@@ -1,4 +1,8 @@
 //! The same protocol on a real directory: put-if-absent is a hard link there.
+//! And data files cut short under a reader, on a directory (read on the
+//! scan's thread) and through stores.
+
+use std::sync::Arc;
 
 use logbook::{ErrorKind, RunInfo, Warehouse};
 use object_store::ObjectStoreExt;
@@ -119,4 +123,28 @@ async fn a_data_file_cut_short_reads_as_corrupt_naming_it() {
         assert!(text.contains(&file), "{uri}: {text}");
         assert!(text.contains("logbook check"), "{uri}: {text}");
     }
+}
+
+/// Through a store that answers a range past the end with the bytes it has
+/// and leaves `get_ranges` to object_store (as the HTTP stores do), a read
+/// of several ranges of a file cut short is an error naming what the store
+/// holds, not a panic slicing past the end (object_store's coalescing
+/// slices the bytes returned without checking their length).
+#[tokio::test]
+async fn several_ranges_of_a_file_cut_short_are_an_error_through_a_store() {
+    use parquet::arrow::async_reader::AsyncFileReader;
+    let inner = Arc::new(object_store::memory::InMemory::new());
+    let store: Arc<dyn object_store::ObjectStore> =
+        Arc::new(crate::counting_store::CountingStore::new(inner));
+    let path = object_store::path::Path::from("t/data/f.parquet");
+    store.put(&path, vec![7u8; 1000].into()).await.unwrap();
+    let mut r = logbook::reader::ObjectReader::new(store, path, 2000);
+    let err = r
+        .get_byte_ranges(vec![0..10, 1500..1600])
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("holds 1000 bytes of the 2000"),
+        "{err}"
+    );
 }

@@ -235,9 +235,7 @@ impl Error {
             Corrupt { .. } | MirrorDiverged { .. } => ErrorKind::Corrupt,
             UnsupportedStore { .. } | NewerFormat { .. } => ErrorKind::Unsupported,
             Storage { source, .. } => match source {
-                object_store::Error::Generic { source, .. } if source.is::<ShortFile>() => {
-                    ErrorKind::Corrupt
-                }
+                e if ShortFile::is(e) => ErrorKind::Corrupt,
                 object_store::Error::NotFound { .. } => ErrorKind::NotFound,
                 object_store::Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
                 object_store::Error::NotImplemented { .. } => ErrorKind::Unsupported,
@@ -287,15 +285,36 @@ impl Error {
 /// a storage error (the Parquet reader passes those through), so that it
 /// names the object, and [`Error::kind`] classes it
 /// [`ErrorKind::Corrupt`]: retrying cannot help.
-#[derive(Debug, thiserror::Error)]
-#[error("{path} ends before byte {end} of the {size} its manifest records; `logbook check` lists the table's damaged files")]
+#[derive(Debug)]
 pub(crate) struct ShortFile {
     pub(crate) path: String,
     /// The end of the range that could not be read.
     pub(crate) end: u64,
     /// The size the manifest records.
     pub(crate) size: u64,
+    /// The object's size, when the store said.
+    pub(crate) found: Option<u64>,
 }
+
+impl std::fmt::Display for ShortFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (path, size) = (&self.path, self.size);
+        match self.found {
+            Some(found) => write!(
+                f,
+                "{path} holds {found} bytes of the {size} its manifest records"
+            ),
+            None => write!(
+                f,
+                "{path} ends before byte {} of the {size} its manifest records",
+                self.end
+            ),
+        }?;
+        write!(f, "; `logbook check` lists the table's damaged files")
+    }
+}
+
+impl std::error::Error for ShortFile {}
 
 impl ShortFile {
     /// As the store error the readers return.
@@ -304,6 +323,11 @@ impl ShortFile {
             store,
             source: Box::new(self),
         }
+    }
+
+    /// Whether `e` is one.
+    pub(crate) fn is(e: &object_store::Error) -> bool {
+        matches!(e, object_store::Error::Generic { source, .. } if source.is::<ShortFile>())
     }
 }
 

@@ -3,19 +3,22 @@
 //! Path: `GetFlightInfo` opens the tables, parses and plans the SQL (it
 //! needs the result's schema), keeps the plan here under a fresh id and
 //! puts the id in the ticket beside the SQL, the settings and the version
-//! of every table. `DoGet` takes the plan back and runs it: the statement
-//! is planned once, and the fetch reads exactly the snapshots described,
-//! whatever commits, expiries or schema changes landed in between.
+//! of every table. `DoGet` runs a copy of the plan, and forgets it once the
+//! copy has started streaming: the statement is planned once, and the
+//! fetch reads exactly the snapshots described, whatever commits, expiries
+//! or schema changes landed in between. A plan answers only the ticket it
+//! was kept for (the ticket's statement is kept with it and compared).
 //!
-//! Lifecycle: a plan is taken once. A second fetch of the same ticket, a
-//! plan evicted (the oldest goes past the capacity) or expired (older than
-//! [`PLAN_TTL`]), or a ticket from before a restart is planned again at the
-//! ticket's versions; a version expired since is then refused, never
-//! answered from another version. So the cache is only ever a saving.
+//! Lifecycle: a fetch that finds no plan (a second fetch of the ticket, a
+//! plan evicted past the capacity or older than [`PLAN_TTL`], a restart)
+//! plans again at the ticket's versions: the same rows while those versions
+//! are retained, and otherwise a refusal, never rows of another version. A
+//! fetch that fails before streaming leaves the plan for its retry.
 //!
-//! Why bounded in time: a kept plan holds its snapshots, and vacuum deletes
-//! a superseded file after its retention (an hour at the least). A plan
-//! kept for minutes cannot outlive the files it reads.
+//! Why bounded in time: a kept plan holds its snapshots, and vacuum keeps a
+//! superseded file for its retention (an hour at the least unless forced).
+//! A plan waits minutes for its fetch; the fetch itself then runs as long
+//! as any query, with the same exposure to a vacuum.
 //!
 //! Alternatives: sending the plan itself in the ticket (DataFusion's
 //! protobuf form) would survive restarts, but needs the table providers
@@ -44,10 +47,18 @@ pub struct PlannedStatements {
     inner: Mutex<Waiting>,
 }
 
+#[derive(Debug)]
+struct Kept {
+    plan: DataFrame,
+    /// The statement of the ticket it was kept for.
+    statement: Vec<u8>,
+    at: Instant,
+}
+
 #[derive(Debug, Default)]
 struct Waiting {
-    plans: HashMap<String, (DataFrame, Instant)>,
-    /// Ids in the order they were kept (ids already taken are skipped).
+    plans: HashMap<String, Kept>,
+    /// The ids of `plans`, oldest first.
     order: VecDeque<String>,
 }
 
@@ -62,42 +73,56 @@ impl PlannedStatements {
         }
     }
 
-    /// Keep `plan` for its fetch; the id to put in the ticket, or `None`
-    /// when this server keeps no plans.
-    pub fn keep(&self, plan: DataFrame) -> Option<String> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keep `plan` for the fetch of the ticket describing `statement`; the
+    /// id to put in the ticket, or `None` when this server keeps no plans.
+    pub fn keep(&self, plan: DataFrame, statement: Vec<u8>) -> Option<String> {
         if self.capacity == 0 {
             return None;
         }
         let id = self.ids.next_id().simple().to_string();
-        let mut w = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        w.drop_expired(now, self.ttl);
+        let mut w = self.lock();
+        w.drop_expired(self.ttl);
         while w.plans.len() >= self.capacity {
             let Some(oldest) = w.order.pop_front() else {
                 break;
             };
             w.plans.remove(&oldest);
         }
-        w.plans.insert(id.clone(), (plan, now));
+        let at = Instant::now();
+        let kept = Kept {
+            plan,
+            statement,
+            at,
+        };
+        w.plans.insert(id.clone(), kept);
         w.order.push_back(id.clone());
         Some(id)
     }
 
-    /// The plan kept under `id`, once; `None` if it was taken, evicted or
-    /// has expired (the caller plans again).
-    pub fn take(&self, id: &str) -> Option<DataFrame> {
-        let mut w = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let (plan, kept) = w.plans.remove(id)?;
-        (kept.elapsed() <= self.ttl).then_some(plan)
+    /// A copy of the plan kept under `id` for `statement`; `None` if there
+    /// is none (forgotten, evicted, expired, or kept for another ticket).
+    pub fn get(&self, id: &str, statement: &[u8]) -> Option<DataFrame> {
+        let mut w = self.lock();
+        w.drop_expired(self.ttl);
+        let kept = w.plans.get(id)?;
+        (kept.statement == statement).then(|| kept.plan.clone())
+    }
+
+    /// Forget the plan kept under `id` (its fetch is streaming).
+    pub fn forget(&self, id: &str) {
+        let mut w = self.lock();
+        if w.plans.remove(id).is_some() {
+            w.order.retain(|kept| kept != id);
+        }
     }
 
     /// Plans waiting now.
     pub fn len(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .plans
-            .len()
+        self.lock().plans.len()
     }
 
     /// Whether no plan is waiting.
@@ -107,17 +132,16 @@ impl PlannedStatements {
 }
 
 impl Waiting {
-    /// Forget plans older than `ttl`, and ids already taken, from the front.
-    fn drop_expired(&mut self, now: Instant, ttl: Duration) {
+    /// Forget the plans older than `ttl` (they are the oldest).
+    fn drop_expired(&mut self, ttl: Duration) {
         while let Some(id) = self.order.front() {
             match self.plans.get(id) {
-                Some((_, kept)) if now.duration_since(*kept) <= ttl => break,
-                Some(_) => {
-                    self.plans.remove(id);
+                Some(kept) if kept.at.elapsed() <= ttl => break,
+                _ => {
+                    let id = self.order.pop_front().expect("a front");
+                    self.plans.remove(&id);
                 }
-                None => {}
             }
-            self.order.pop_front();
         }
     }
 }
@@ -143,33 +167,43 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_plan_is_taken_once_and_the_oldest_goes_past_the_capacity() {
+    async fn a_plan_answers_its_own_ticket_until_forgotten_and_the_oldest_goes() {
         let p = PlannedStatements::new(Arc::new(SequentialIds::default()), 2, PLAN_TTL);
-        let one = p.keep(df(1).await).unwrap();
-        let two = p.keep(df(2).await).unwrap();
-        assert_eq!(value(p.take(&two).unwrap()).await, 2);
-        assert!(p.take(&two).is_none(), "taken once");
-        let three = p.keep(df(3).await).unwrap();
-        let four = p.keep(df(4).await).unwrap();
-        assert!(p.take(&one).is_none(), "the oldest was evicted");
+        let one = p.keep(df(1).await, b"one".to_vec()).unwrap();
+        let two = p.keep(df(2).await, b"two".to_vec()).unwrap();
+        assert!(p.get(&two, b"one").is_none(), "another ticket's plan");
+        assert_eq!(value(p.get(&two, b"two").unwrap()).await, 2);
+        assert_eq!(
+            value(p.get(&two, b"two").unwrap()).await,
+            2,
+            "until forgotten"
+        );
+        p.forget(&two);
+        assert!(p.get(&two, b"two").is_none());
+        let three = p.keep(df(3).await, b"three".to_vec()).unwrap();
+        let four = p.keep(df(4).await, b"four".to_vec()).unwrap();
+        assert!(p.get(&one, b"one").is_none(), "the oldest was evicted");
         assert_eq!(p.len(), 2);
-        assert_eq!(value(p.take(&three).unwrap()).await, 3);
-        assert_eq!(value(p.take(&four).unwrap()).await, 4);
+        assert_eq!(value(p.get(&three, b"three").unwrap()).await, 3);
+        p.forget(&three);
+        p.forget(&four);
         assert!(p.is_empty());
+        assert!(p.lock().order.is_empty(), "no id outlives its plan");
     }
 
     #[tokio::test]
     async fn an_expired_plan_is_not_run_and_no_capacity_keeps_nothing() {
         let p = PlannedStatements::new(Arc::new(SequentialIds::default()), 8, Duration::ZERO);
-        let id = p.keep(df(1).await).unwrap();
+        let id = p.keep(df(1).await, vec![]).unwrap();
         std::thread::sleep(Duration::from_millis(2));
-        assert!(p.take(&id).is_none());
-        p.keep(df(2).await).unwrap();
+        assert!(p.get(&id, &[]).is_none());
+        assert!(p.is_empty(), "an expired plan goes when looked for");
+        p.keep(df(2).await, vec![]).unwrap();
         std::thread::sleep(Duration::from_millis(2));
-        p.keep(df(3).await).unwrap();
+        p.keep(df(3).await, vec![]).unwrap();
         assert_eq!(p.len(), 1, "expired plans go when another is kept");
 
         let none = PlannedStatements::new(Arc::new(SequentialIds::default()), 0, PLAN_TTL);
-        assert!(none.keep(df(1).await).is_none());
+        assert!(none.keep(df(1).await, vec![]).is_none());
     }
 }

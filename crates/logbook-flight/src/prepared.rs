@@ -2,6 +2,7 @@
 //! bound, under an opaque handle until the client closes it.
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
@@ -17,9 +18,17 @@ pub struct Prepared {
     pub sql: String,
     /// The bound parameters (`$1` first), once bound.
     pub params: Option<Vec<ScalarValue>>,
-    /// How many times parameters were bound: a ticket records it, so a
-    /// fetch planned again can tell the parameters it was described with.
-    pub binds: u64,
+}
+
+impl Prepared {
+    /// A digest of the bound parameters: a ticket records it, so that a
+    /// fetch planned again can tell whether they are still the ones it was
+    /// described with (clients send them again with every execution).
+    pub fn params_digest(&self) -> u64 {
+        let mut h = std::hash::DefaultHasher::new();
+        self.params.hash(&mut h);
+        h.finish()
+    }
 }
 
 /// Every open prepared statement.
@@ -50,14 +59,7 @@ impl PreparedStatements {
             )));
         }
         let handle = self.ids.next_id().simple().to_string();
-        map.insert(
-            handle.clone(),
-            Prepared {
-                sql,
-                params: None,
-                binds: 0,
-            },
-        );
+        map.insert(handle.clone(), Prepared { sql, params: None });
         Ok(handle)
     }
 
@@ -77,7 +79,6 @@ impl PreparedStatements {
         let mut map = self.map.lock().expect("prepared lock");
         let p = map.get_mut(handle).ok_or_else(|| unknown(handle))?;
         p.params = Some(params);
-        p.binds += 1;
         Ok(())
     }
 
@@ -142,8 +143,11 @@ mod tests {
             p.get(&h).unwrap().params,
             Some(vec![ScalarValue::Int64(Some(7))])
         );
+        let digest = p.get(&h).unwrap().params_digest();
+        p.bind(&h, &[row(vec![7])]).unwrap();
+        assert_eq!(p.get(&h).unwrap().params_digest(), digest, "the same again");
         p.bind(&h, &[row(vec![8])]).unwrap();
-        assert_eq!(p.get(&h).unwrap().binds, 2);
+        assert_ne!(p.get(&h).unwrap().params_digest(), digest);
         p.close(&h).unwrap();
         assert_eq!(p.get(&h).unwrap_err().code(), tonic::Code::NotFound);
     }

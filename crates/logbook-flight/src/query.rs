@@ -26,8 +26,8 @@ pub struct TicketBody {
     pub sql: String,
     /// The caller's settings when it asked for the statement.
     pub settings: Settings,
-    /// The prepared statement whose bound parameters to use, and its
-    /// bind count then (a rebind since refuses a fetch planned again).
+    /// The prepared statement whose bound parameters to use, and the
+    /// digest of those parameters then ([`crate::prepared::Prepared::params_digest`]).
     pub prepared: Option<(String, u64)>,
     /// The version of each table the statement was planned against: the
     /// fetch reads these, never a commit that landed in between.
@@ -44,6 +44,16 @@ impl TicketBody {
     /// The bytes of a ticket.
     pub fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("a ticket serializes")
+    }
+
+    /// The statement the ticket describes, whatever plan it names: a kept
+    /// plan answers only the ticket it was kept for.
+    pub fn statement(&self) -> Vec<u8> {
+        Self {
+            plan: None,
+            ..self.clone()
+        }
+        .encode()
     }
 
     /// Read a ticket this server issued.

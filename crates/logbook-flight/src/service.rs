@@ -111,50 +111,62 @@ impl LogbookFlightSql {
                 self.0.max_concurrent_queries
             ))
         })?;
-        let df = match fetch {
-            Fetch::Ticket(body) => match body.plan.as_deref().and_then(|id| self.0.planned.take(id)) {
-                Some(df) => Ok(df),
-                None => self.plan_again(body).await,
-            },
+        let planned = match fetch {
+            Fetch::Ticket(body) => self.ticket_plan(body).await,
             Fetch::Heads { settings, params } => {
                 plan_at(&self.0.warehouse, sql, settings, params, &BTreeMap::new())
                     .await
-                    .map(|p| p.df)
+                    .map(|p| (p.df, None))
             }
-        }
-        .inspect_err(|e| {
+        };
+        let (df, kept) = planned.inspect_err(|e| {
             tracing::info!(client = %log.client, sql = %log.sql, error = %e.message(), "query refused");
         })?;
-        let planned = df.schema().as_arrow().clone();
+        let schema = df.schema().as_arrow().clone();
         let stream = df.execute_stream().await.map_err(datafusion_status)?;
+        // Streaming: a retry from here on plans again.
+        if let Some(id) = kept {
+            self.0.planned.forget(id);
+        }
         Ok(Response::new(flight_stream(
             stream,
-            &planned,
+            &schema,
             self.0.max_result_rows,
             permit,
             log,
         )))
     }
 
-    /// Plan a ticket's statement again, its plan gone: at the versions and
-    /// with the parameters it was described with, or refused.
-    async fn plan_again(&self, body: &TicketBody) -> Result<DataFrame, Status> {
-        let params = match &body.prepared {
-            Some((handle, binds)) => {
-                let prepared = self.0.prepared.get(handle)?;
-                if prepared.binds != *binds {
-                    return Err(Status::failed_precondition(format!(
-                        "prepared statement {handle:?} was bound to new parameters after this ticket was issued; call GetFlightInfo again"
-                    )));
-                }
-                prepared.params
+    /// A ticket's plan: the one its `GetFlightInfo` kept (with its id), or
+    /// the statement planned again at the versions and with the parameters
+    /// it was described with, or a refusal.
+    async fn ticket_plan<'a>(
+        &self,
+        body: &'a TicketBody,
+    ) -> Result<(DataFrame, Option<&'a str>), Status> {
+        // A prepared statement closed since: refused, kept plan or not.
+        let prepared = match &body.prepared {
+            Some((handle, digest)) => Some((self.0.prepared.get(handle)?, *digest)),
+            None => None,
+        };
+        if let Some(id) = body.plan.as_deref() {
+            if let Some(df) = self.0.planned.get(id, &body.statement()) {
+                return Ok((df, Some(id)));
             }
+        }
+        let params = match prepared {
+            Some((p, digest)) if p.params_digest() != digest => {
+                return Err(Status::failed_precondition(
+                    "the prepared statement was bound to other parameters after this ticket was issued; call GetFlightInfo again",
+                ))
+            }
+            Some((p, _)) => p.params,
             None => None,
         };
         let versions = &body.versions;
         plan_at(&self.0.warehouse, &body.sql, &body.settings, params.as_deref(), versions)
             .await
-            .map(|p| p.df)
+            .map(|p| (p.df, None))
             .map_err(|e| match e.code() {
                 // A version the ticket pins expired, or its table went.
                 tonic::Code::NotFound if !versions.is_empty() => Status::failed_precondition(format!(
@@ -176,17 +188,16 @@ impl LogbookFlightSql {
         descriptor: FlightDescriptor,
     ) -> Result<Response<FlightInfo>, Status> {
         let schema = plain_schema(planned.df.schema().as_arrow());
-        let plan = self.0.planned.keep(planned.df);
+        let mut body = TicketBody {
+            sql,
+            settings,
+            prepared,
+            versions: planned.versions,
+            plan: None,
+        };
+        body.plan = self.0.planned.keep(planned.df, body.statement());
         let ticket = TicketStatementQuery {
-            statement_handle: TicketBody {
-                sql,
-                settings,
-                prepared,
-                versions: planned.versions,
-                plan,
-            }
-            .encode()
-            .into(),
+            statement_handle: body.encode().into(),
         };
         flight_info(&schema, ticket.as_any().encode_to_vec(), descriptor)
     }
@@ -370,6 +381,7 @@ impl FlightSqlService for LogbookFlightSql {
             return self.apply_set(set, request);
         }
         let settings = self.0.sessions.resolve(request.metadata())?;
+        let digest = prepared.params_digest();
         let planned = plan_at(
             &self.0.warehouse,
             &prepared.sql,
@@ -382,7 +394,7 @@ impl FlightSqlService for LogbookFlightSql {
             planned,
             prepared.sql,
             settings,
-            Some((handle, prepared.binds)),
+            Some((handle, digest)),
             request.into_inner(),
         )
     }

@@ -82,6 +82,7 @@ impl LocalFile {
                 path: path.to_string(),
                 end: range.map_or(size, |r| r.end),
                 size,
+                found: None,
             }
             .storage_error("LocalFileSystem"),
             _ => object_store::Error::Generic {

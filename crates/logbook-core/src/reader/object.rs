@@ -27,7 +27,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::{FutureExt, TryFutureExt};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{coalesce_ranges, ObjectStore, ObjectStoreExt, OBJECT_STORE_COALESCE_DEFAULT};
 use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::errors::ParquetError;
@@ -142,39 +142,62 @@ impl ObjectReader {
             .boxed();
         }
         let (store, path, size) = (self.store.clone(), self.path.clone(), self.size);
+        // A local directory's store checks each range itself.
+        let local = self.local.is_some();
         async move {
+            let one = |r: Range<u64>| fetch_range(&store, &path, r, size);
             let got = match ranges.as_slice() {
-                [one] => store.get_range(&path, one.clone()).await.map(|b| vec![b]),
-                _ => store.get_ranges(&path, &ranges).await,
+                [r] => one(r.clone()).await.map(|b| vec![b]),
+                _ if local => store.get_ranges(&path, &ranges).await,
+                // object_store's own `get_ranges` slices what a remote store
+                // returns, and a store clamps a range past the end: a file
+                // cut short would panic there. Each read is checked here.
+                _ => coalesce_ranges(&ranges, one, OBJECT_STORE_COALESCE_DEFAULT).await,
             };
             match got {
-                Ok(got) => match ranges
-                    .iter()
-                    .zip(&got)
-                    .find(|(r, b)| (b.len() as u64) < r.end - r.start)
+                Err(e)
+                    if ShortFile::is(&e) || matches!(e, object_store::Error::NotFound { .. }) =>
                 {
-                    Some((r, _)) => Err(short(&path, r.end, size)),
-                    None => Ok(got),
-                },
-                Err(e @ object_store::Error::NotFound { .. }) => Err(e),
+                    Err(e)
+                }
                 // Stores refuse a range past the end in their own words;
                 // one question tells a damaged file from a failing store.
                 Err(e) => match store.head(&path).await {
-                    Ok(meta) if meta.size < size => Err(short(&path, ranges_end(&ranges), size)),
+                    Ok(meta) if meta.size < size => {
+                        Err(short(&path, ranges_end(&ranges), size, Some(meta.size)))
+                    }
                     _ => Err(e),
                 },
+                Ok(got) => Ok(got),
             }
         }
         .boxed()
     }
 }
 
+/// `range` of the object at `path`, whose manifest records `size` bytes:
+/// fewer bytes than asked are a [`ShortFile`].
+async fn fetch_range(
+    store: &Arc<dyn ObjectStore>,
+    path: &Path,
+    range: Range<u64>,
+    size: u64,
+) -> object_store::Result<Bytes> {
+    let bytes = store.get_range(path, range.clone()).await?;
+    let found = range.start + bytes.len() as u64;
+    match found < range.end {
+        true => Err(short(path, range.end, size, Some(found))),
+        false => Ok(bytes),
+    }
+}
+
 /// The object at `path` ends before `end`, short of the manifest's `size`.
-fn short(path: &Path, end: u64, size: u64) -> object_store::Error {
+fn short(path: &Path, end: u64, size: u64, found: Option<u64>) -> object_store::Error {
     ShortFile {
         path: path.to_string(),
         end,
         size,
+        found,
     }
     .storage_error("object store")
 }
@@ -370,6 +393,30 @@ mod tests {
         assert!(text.contains("logbook check"), "{text}");
         let kind = crate::Error::parquet("t/data/f.parquet", err).kind();
         assert_eq!(kind, crate::ErrorKind::Corrupt, "not worth a retry");
+    }
+
+    /// An object shorter than its manifest says, read through a store
+    /// (which clamps a range past the end, or refuses one starting there):
+    /// one range, several coalesced, and one the store refuses all say so,
+    /// with the size the store holds, and class as corrupt.
+    #[tokio::test]
+    async fn an_object_cut_short_is_corrupt_on_every_store_path() {
+        let (_, data, _) = reader(1000).await;
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let path = Path::from("t/data/f.parquet");
+        store.put(&path, PutPayload::from(data)).await.unwrap();
+        let one = |r: Range<u64>| std::iter::once(r).collect::<Vec<_>>();
+        for ranges in [one(0..2000), vec![0..10, 1500..1600], one(1500..1600)] {
+            let mut r = ObjectReader::new(store.clone(), path.clone(), 2000);
+            let err = r.get_byte_ranges(ranges.clone()).await.unwrap_err();
+            let err = crate::Error::parquet("t/data/f.parquet", err);
+            let text = err.to_string();
+            assert!(
+                text.contains("t/data/f.parquet holds 1000 bytes of the 2000"),
+                "{ranges:?}: {text}"
+            );
+            assert_eq!(err.kind(), crate::ErrorKind::Corrupt, "{ranges:?}: {text}");
+        }
     }
 
     #[tokio::test]
