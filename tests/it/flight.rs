@@ -292,7 +292,7 @@ async fn prepared_statement_with_a_parameter() {
 /// first ones, and a fetch that must plan again (no plan kept) is refused
 /// rather than answered for parameters it was not described with. The
 /// same parameters sent again (clients send them with every execution)
-/// are not a change.
+/// are not a change; a statement closed since refuses its tickets.
 #[tokio::test]
 async fn a_prepared_fetch_answers_for_the_parameters_it_was_described_with() {
     let (wh, _) = world().await;
@@ -328,7 +328,12 @@ async fn a_prepared_fetch_answers_for_the_parameters_it_was_described_with() {
             }
             _ => assert_eq!(one_i64(&first.unwrap()), 3),
         }
+        // Closed: its tickets are refused, plan kept or not.
+        let last = stmt.execute().await.unwrap();
         stmt.close().await.unwrap();
+        let (code, message) = status(&fetch(&mut c, last).await.unwrap_err());
+        assert_eq!(code, tonic::Code::NotFound, "{message}");
+        assert!(message.contains("not open"), "{message}");
         server.stop().await;
     }
 }

@@ -4,15 +4,20 @@
 //! needs the result's schema), keeps the plan here under a fresh id and
 //! puts the id in the ticket beside the SQL, the settings and the version
 //! of every table. `DoGet` runs a copy of the plan, and forgets it once the
-//! copy has started streaming: the statement is planned once, and the
-//! fetch reads exactly the snapshots described, whatever commits, expiries
-//! or schema changes landed in between. A plan answers only the ticket it
-//! was kept for (the ticket's statement is kept with it and compared).
+//! copy has started streaming: the tables are opened and the SQL parsed
+//! and planned once (the fetch still optimises the plan and makes the
+//! physical one, as any execution does), and the fetch reads exactly the
+//! snapshots described, whatever commits, expiries or schema changes
+//! landed in between. A plan answers only the ticket it was kept for (the
+//! ticket's statement is kept with it and compared).
 //!
 //! Lifecycle: a fetch that finds no plan (a second fetch of the ticket, a
 //! plan evicted past the capacity or older than [`PLAN_TTL`], a restart)
 //! plans again at the ticket's versions: the same rows while those versions
-//! are retained, and otherwise a refusal, never rows of another version. A
+//! are retained, and otherwise a refusal, never rows of another version;
+//! a prepared statement bound to other parameters since is refused the
+//! same way (the ticket holds a digest of those it was described with),
+//! and one closed since is refused whether or not its plan is kept. A
 //! fetch that fails before streaming leaves the plan for its retry.
 //!
 //! Why bounded in time: a kept plan holds its snapshots, and vacuum keeps a

@@ -26,7 +26,11 @@ impl Prepared {
     /// described with (clients send them again with every execution).
     pub fn params_digest(&self) -> u64 {
         let mut h = std::hash::DefaultHasher::new();
-        self.params.hash(&mut h);
+        for value in self.params.iter().flatten() {
+            // A value's hash leaves out its type (a NULL is a NULL).
+            (value.data_type(), value).hash(&mut h);
+        }
+        self.params.is_some().hash(&mut h);
         h.finish()
     }
 }
@@ -148,6 +152,16 @@ mod tests {
         assert_eq!(p.get(&h).unwrap().params_digest(), digest, "the same again");
         p.bind(&h, &[row(vec![8])]).unwrap();
         assert_ne!(p.get(&h).unwrap().params_digest(), digest);
+        let typed = |params| Prepared {
+            sql: String::new(),
+            params: Some(params),
+        };
+        let (int, text) = (ScalarValue::Int64(None), ScalarValue::Utf8(None));
+        assert_ne!(
+            typed(vec![int]).params_digest(),
+            typed(vec![text]).params_digest(),
+            "a NULL of another type is another parameter"
+        );
         p.close(&h).unwrap();
         assert_eq!(p.get(&h).unwrap_err().code(), tonic::Code::NotFound);
     }

@@ -27,7 +27,8 @@ pub struct QueryLog {
     pub client: String,
     /// The statement as received.
     pub sql: String,
-    /// When the server began planning it.
+    /// When its fetch began (a plan kept from `GetFlightInfo` was made
+    /// before).
     pub started: Instant,
 }
 

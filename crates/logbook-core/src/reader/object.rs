@@ -19,6 +19,13 @@
 //!
 //! A file of a table on local disk is read directly, not through the store
 //! (`local.rs` says when and why).
+//!
+//! Every read is checked against the size the manifest records: fewer
+//! bytes than asked (a store clamps a range past the end), or a refusal
+//! after which the store says the object is smaller, is a
+//! [`crate::error::ShortFile`], classed corrupt. So several ranges of a
+//! remote object are fetched here, coalesced as object_store's own
+//! `get_ranges` does, each checked before it is sliced.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -46,6 +53,9 @@ use crate::storage::StorageLocation;
 /// does) and was not measured again.
 pub(crate) const WHOLE_OBJECT_MAX: u64 = 256 * 1024;
 
+/// How long a failed read waits for the store to say the object's size.
+const SIZE_QUESTION: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How much of a larger object's tail the footer fetch takes: most
 /// footers, with their page index, fit in it.
 const FOOTER_PREFETCH: u64 = 64 * 1024;
@@ -63,6 +73,9 @@ pub struct ObjectReader {
     kept_from: u64,
     /// The file behind the object when its table is on local disk.
     local: Option<LocalFile>,
+    /// Whether the store is a local directory, whose `get_ranges` checks
+    /// each range against the file (others are read range by range here).
+    on_disk: bool,
 }
 
 impl ObjectReader {
@@ -76,15 +89,17 @@ impl ObjectReader {
             kept: None,
             kept_from: size,
             local: None,
+            on_disk: false,
         }
     }
 
     /// A reader of the object at `path` of `location`: read from local disk
     /// directly when the location is a local directory.
     pub(crate) fn at(location: &StorageLocation, path: Path, size: u64) -> Self {
-        let local = location.local_file(&path).and_then(LocalFile::new);
+        let file = location.local_file(&path);
         Self {
-            local,
+            on_disk: file.is_some(),
+            local: file.and_then(LocalFile::new),
             ..Self::new(location.store().clone(), path, size)
         }
     }
@@ -142,13 +157,13 @@ impl ObjectReader {
             .boxed();
         }
         let (store, path, size) = (self.store.clone(), self.path.clone(), self.size);
-        // A local directory's store checks each range itself.
-        let local = self.local.is_some();
+        let on_disk = self.on_disk;
         async move {
             let one = |r: Range<u64>| fetch_range(&store, &path, r, size);
             let got = match ranges.as_slice() {
                 [r] => one(r.clone()).await.map(|b| vec![b]),
-                _ if local => store.get_ranges(&path, &ranges).await,
+                // A local directory's store checks each range itself.
+                _ if on_disk => store.get_ranges(&path, &ranges).await,
                 // object_store's own `get_ranges` slices what a remote store
                 // returns, and a store clamps a range past the end: a file
                 // cut short would panic there. Each read is checked here.
@@ -161,9 +176,10 @@ impl ObjectReader {
                     Err(e)
                 }
                 // Stores refuse a range past the end in their own words;
-                // one question tells a damaged file from a failing store.
-                Err(e) => match store.head(&path).await {
-                    Ok(meta) if meta.size < size => {
+                // one question tells a damaged file from a failing store
+                // (briefly: a store that is down has spent its retries).
+                Err(e) => match tokio::time::timeout(SIZE_QUESTION, store.head(&path)).await {
+                    Ok(Ok(meta)) if meta.size < size => {
                         Err(short(&path, ranges_end(&ranges), size, Some(meta.size)))
                     }
                     _ => Err(e),
