@@ -130,15 +130,8 @@ async fn snapshot_in_sql_shows_the_table_with_its_columns_then() {
 
 #[tokio::test]
 async fn a_snapshot_expired_between_two_queries_of_a_session_is_refused() {
-    use logbook::maintenance::{expire, Keep};
-    use logbook::query::{session, QueryOptions};
-    let (wh, t) = orders_in_a_warehouse().await;
-    let old = replace(&t, date("2026-03-15"), 0..3, "a", "r1").await;
-    replace(&t, date("2026-03-15"), 0..5, "b", "r2").await;
-    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    let (ctx, old) = a_session_that_read_a_version_since_expired().await;
     let sql = format!("SELECT count(*) FROM snapshot('orders', {old})");
-    assert_eq!(first_i64(&ctx, &sql).await, 3);
-    expire(&t, Keep::Last(1)).await.unwrap();
     let err = logbook::query::sql(&ctx, &sql).await.unwrap_err();
     match err {
         logbook::query::QueryError::Logbook(e) => {
@@ -152,6 +145,78 @@ async fn a_snapshot_expired_between_two_queries_of_a_session_is_refused() {
         err.to_string().contains("was not read before planning"),
         "{err}"
     );
+}
+
+/// A version written as an expression is read by no `prepare`, so it
+/// cannot reuse what an earlier query of the session checked: after an
+/// expire it would otherwise read the expired version.
+#[tokio::test]
+async fn a_snapshot_version_written_as_an_expression_never_reuses_an_earlier_check() {
+    let (ctx, old) = a_session_that_read_a_version_since_expired().await;
+    let expression = format!("SELECT count(*) FROM snapshot('orders', {old} + 0)");
+    let err = logbook::query::sql(&ctx, &expression)
+        .await
+        .expect_err("an expired version read through an earlier query's check");
+    assert!(
+        err.to_string().contains("write the version as a number"),
+        "{err}"
+    );
+}
+
+/// Two queries prepared on one session before either is planned each
+/// plan with the versions their own `snapshot()` calls read, and no more
+/// (with one cache for the session, the last check fails).
+#[tokio::test]
+async fn each_prepared_state_holds_only_its_own_snapshot_versions() {
+    use logbook::query::{prepare, session, QueryOptions};
+    let (wh, t) = orders_in_a_warehouse().await;
+    let first = replace(&t, date("2026-03-15"), 0..3, "a", "r1").await;
+    let second = replace(&t, date("2026-03-15"), 0..5, "b", "r2").await;
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    let sql = |v: u64| format!("SELECT count(*) AS n FROM snapshot('orders', {v})");
+    let (a, b) = (sql(first), sql(second));
+    let state_a = prepare(&ctx, &a).await.unwrap();
+    let state_b = prepare(&ctx, &b).await.unwrap();
+    let count = |plan| async {
+        use arrow_array::cast::AsArray;
+        let batches = ctx
+            .execute_logical_plan(plan)
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        batches[0]
+            .column(0)
+            .as_primitive::<arrow_array::types::Int64Type>()
+            .value(0)
+    };
+    let plan_b = state_b.create_logical_plan(&b).await.unwrap();
+    let plan_a = state_a.create_logical_plan(&a).await.unwrap();
+    assert_eq!(count(plan_a).await, 3);
+    assert_eq!(count(plan_b).await, 5);
+    // Each state holds its own query's versions only.
+    let err = state_a.create_logical_plan(&b).await.unwrap_err();
+    assert!(
+        err.to_string().contains("was not read before planning"),
+        "{err}"
+    );
+}
+
+/// A session whose query read `snapshot('orders', old)` (3 rows), and
+/// `old`, expired since (one later version kept).
+async fn a_session_that_read_a_version_since_expired(
+) -> (logbook::query::datafusion::prelude::SessionContext, u64) {
+    use logbook::maintenance::{expire, Keep};
+    use logbook::query::{session, QueryOptions};
+    let (wh, t) = orders_in_a_warehouse().await;
+    let old = replace(&t, date("2026-03-15"), 0..3, "a", "r1").await;
+    replace(&t, date("2026-03-15"), 0..5, "b", "r2").await;
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    let sql = format!("SELECT count(*) FROM snapshot('orders', {old})");
+    assert_eq!(first_i64(&ctx, &sql).await, 3);
+    expire(&t, Keep::Last(1)).await.unwrap();
+    (ctx, old)
 }
 
 /// A `memory://` warehouse holding table `orders` (no rows yet).

@@ -62,8 +62,6 @@ pub struct WarehouseSchema {
     listed: OnceCell<BTreeSet<String>>,
     /// Every name resolved so far; a cell left empty: no such table.
     opened: Mutex<HashMap<String, Arc<OnceCell<Opened>>>>,
-    /// The versions `snapshot()` calls name, read before planning.
-    travelled: Mutex<HashMap<(String, u64), Snapshot>>,
     /// Names a query uses only as table functions (`asof`): DataFusion's
     /// planner looks them up as tables too, and they need no round trip.
     functions: Mutex<BTreeSet<String>>,
@@ -84,7 +82,6 @@ impl WarehouseSchema {
             listed: OnceCell::new(),
             functions: Mutex::new(BTreeSet::new()),
             opened: Mutex::new(HashMap::new()),
-            travelled: Mutex::new(HashMap::new()),
             options,
             lineage,
         };
@@ -175,37 +172,15 @@ impl WarehouseSchema {
         name: &str,
         version: u64,
         head_known: bool,
-    ) -> logbook_core::Result<()> {
-        let key = (name.to_string(), version);
-        let read = async {
-            let Some(opened) = self.resolve(name).await? else {
-                return Err(self.not_found(name));
-            };
-            let head = match head_known {
-                true => opened.table.latest_seen().await?,
-                false => opened.table.latest().await?,
-            };
-            head.travel(version).await
+    ) -> logbook_core::Result<Snapshot> {
+        let Some(opened) = self.resolve(name).await? else {
+            return Err(self.not_found(name));
         };
-        let read = read.await;
-        let mut travelled = self.travelled.lock().unwrap_or_else(|e| e.into_inner());
-        match read {
-            Ok(snapshot) => {
-                travelled.insert(key, snapshot);
-                Ok(())
-            }
-            // Expired (or gone) since an earlier query read it: no later
-            // planning of this session may find it.
-            Err(e) => {
-                travelled.remove(&key);
-                Err(e)
-            }
-        }
-    }
-
-    fn travelled_to(&self, key: &(String, u64)) -> Option<Snapshot> {
-        let travelled = self.travelled.lock().unwrap_or_else(|e| e.into_inner());
-        travelled.get(key).cloned()
+        let head = match head_known {
+            true => opened.table.latest_seen().await?,
+            false => opened.table.latest().await?,
+        };
+        head.travel(version).await
     }
 
     /// Say which names the query being prepared uses only as table
@@ -369,12 +344,26 @@ impl TableFunctionImpl for AsOfFunction {
     }
 }
 
+/// The versions one query's `snapshot()` calls name, read by
+/// [`crate::prepare`] for that query alone: an extension of the state it
+/// is planned with, so that no other query (a later one naming the version
+/// as an expression, or one planned at the same time) finds them.
+#[derive(Debug, Default)]
+pub(crate) struct Travelled(HashMap<(String, u64), Snapshot>);
+
+impl Extend<((String, u64), Snapshot)> for Travelled {
+    fn extend<I: IntoIterator<Item = ((String, u64), Snapshot)>>(&mut self, iter: I) {
+        self.0.extend(iter)
+    }
+}
+
 /// `snapshot('orders', 12)`: a table as it was at version 12.
 #[derive(Debug)]
 pub struct SnapshotFunction(pub Arc<WarehouseSchema>);
 
 impl TableFunctionImpl for SnapshotFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let travelled = args.session().config().get_extension::<Travelled>();
         let args = args.exprs();
         let name = string_arg("snapshot", args, 0)?;
         let version = match args.get(1) {
@@ -382,9 +371,10 @@ impl TableFunctionImpl for SnapshotFunction {
             _ => return plan_err!("snapshot(): argument 2 must be a version number"),
         };
         let Opened { table, .. } = self.0.known("snapshot", &name)?;
-        let Some(snapshot) = self.0.travelled_to(&(name.clone(), version)) else {
+        let read = travelled.and_then(|t| t.0.get(&(name.clone(), version)).cloned());
+        let Some(snapshot) = read else {
             return plan_err!(
-                "snapshot(): version {version} of table {name} was not read before planning: write the version as a number, snapshot('{name}', {version}), and run queries through logbook_datafusion::sql(), which reads the versions snapshot() names"
+                "snapshot(): version {version} of table {name} was not read before planning: write the version as a number, snapshot('{name}', {version}), and run queries through logbook_datafusion::sql() (or plan with the state logbook_datafusion::prepare() returns), which reads the versions snapshot() names"
             );
         };
         // The table as it was then, with its schema then.

@@ -9,7 +9,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::context::SessionContext;
-use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::parser::{CopyToSource, Statement};
 use datafusion::sql::sqlparser::ast::{
@@ -18,7 +18,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use logbook_core::Warehouse;
 
-use crate::catalog::{AsOfFunction, QueryOptions, SnapshotFunction, WarehouseSchema};
+use crate::catalog::{AsOfFunction, QueryOptions, SnapshotFunction, Travelled, WarehouseSchema};
 use crate::error::QueryError;
 use crate::functions::{run_time_functions, wall_clock_refusals, ReplayGuard};
 use crate::lineage::{Lineage, PlanRecorder};
@@ -36,15 +36,19 @@ use crate::pit::with_point_in_time_join;
 /// first named it, scans the latest head at each query, reads a pinned
 /// version once for the session (its retention is not checked again: keep
 /// a pinned session shorter than the vacuum retention), and checks a
-/// `snapshot()` version against the head at each query.
+/// `snapshot()` version against the head at each query that names it (a
+/// view or a `PREPARE`d statement over `snapshot()` keeps the version it
+/// was planned with, checked then and not at each `EXECUTE` or read of
+/// the view).
 ///
-/// Run SQL through [`sql`] (or call [`prepare`] before planning): the
-/// session opens a table when a query names it, and `asof()`/`snapshot()`
-/// (planned synchronously) and `SHOW TABLES`/`information_schema` (which
-/// read every table) need their tables opened first. Planned with
-/// `ctx.sql` directly, a table function fails saying so (a `snapshot()`
-/// version an earlier query of the session read is reused unchecked), and
-/// `SHOW TABLES` lists only the tables opened so far.
+/// Run SQL through [`sql`] (or plan with the state [`prepare`] returns):
+/// the session opens a table when a query names it, and
+/// `asof()`/`snapshot()` (planned synchronously) and
+/// `SHOW TABLES`/`information_schema` (which read every table) need their
+/// tables opened first. Planned with `ctx.sql` directly, a `snapshot()`
+/// call fails saying so (the versions it reads belong to one query's
+/// planning, never to the session), an `asof()` call finds only tables
+/// opened so far, and `SHOW TABLES` lists only those.
 ///
 /// ```
 /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -98,10 +102,12 @@ pub async fn session(
 }
 
 /// Plan and run `query` in `ctx` (a [`session`]): [`prepare`], then
-/// DataFusion's `ctx.sql`. Every logbook entry point runs SQL through here.
+/// plan with the state it returns and run as `ctx.sql` does (DDL and `SET`
+/// act on `ctx`). Every logbook entry point runs SQL through here.
 pub async fn sql(ctx: &SessionContext, query: &str) -> Result<DataFrame, QueryError> {
-    prepare(ctx, query).await?;
-    Ok(ctx.sql(query).await?)
+    let state = prepare(ctx, query).await?;
+    let plan = state.create_logical_plan(query).await?;
+    Ok(ctx.execute_logical_plan(plan).await?)
 }
 
 /// Open, before planning, the tables `query` names, concurrently (on an
@@ -111,17 +117,25 @@ pub async fn sql(ctx: &SessionContext, query: &str) -> Result<DataFrame, QueryEr
 /// whose version is read here too), which DataFusion plans synchronously.
 /// A query that does not parse is left to the planner to report; a version
 /// `snapshot()` names that is not there fails here.
-pub async fn prepare(ctx: &SessionContext, query: &str) -> Result<(), QueryError> {
+///
+/// Returns the state to plan `query` with: `ctx`'s, holding the versions
+/// read for this query's `snapshot()` calls and for no other. A version
+/// written as an expression, `snapshot('t', 5 + 0)`, is read by no
+/// `prepare`, so it fails to plan instead of finding what an earlier query
+/// checked, and two queries prepared on one session each plan with their
+/// own. Planned with `ctx.state()` instead, `snapshot()` fails saying so.
+#[must_use = "plan the query with the returned state: it holds the versions snapshot() reads"]
+pub async fn prepare(ctx: &SessionContext, query: &str) -> Result<SessionState, QueryError> {
+    let mut state = ctx.state();
     let Some(schema) = ctx.catalog("logbook").and_then(|c| c.schema("public")) else {
-        return Ok(());
+        return Ok(state);
     };
     let Some(schema) = schema.downcast_ref::<WarehouseSchema>() else {
-        return Ok(());
+        return Ok(state);
     };
-    let state = ctx.state();
     let dialect = state.config().options().sql_parser.dialect;
     let Ok(statement) = state.sql_to_statement(query, &dialect) else {
-        return Ok(());
+        return Ok(state);
     };
     let mut named = NamedTables::default();
     named.statement(&statement);
@@ -151,15 +165,17 @@ pub async fn prepare(ctx: &SessionContext, query: &str) -> Result<(), QueryError
         .flatten()
         .collect();
     let opened_now = &opened_now;
-    futures::stream::iter(named.versions)
+    let travelled: Travelled = futures::stream::iter(named.versions)
         .map(|(name, version)| async move {
             let head_known = opened_now.contains(&name);
-            schema.travel(&name, version, head_known).await
+            let snapshot = schema.travel(&name, version, head_known).await?;
+            Ok::<_, logbook_core::Error>(((name, version), snapshot))
         })
         .buffer_unordered(OPEN_CONCURRENCY)
-        .try_collect::<Vec<_>>()
+        .try_collect()
         .await?;
-    Ok(())
+    state.config_mut().set_extension(Arc::new(travelled));
+    Ok(state)
 }
 
 /// Tables opened at once before planning.

@@ -97,10 +97,9 @@ pub async fn plan_at(
     let ctx = session(warehouse, options, None)
         .await
         .map_err(query_status)?;
-    logbook_datafusion::prepare(&ctx, sql)
+    let state = logbook_datafusion::prepare(&ctx, sql)
         .await
         .map_err(query_status)?;
-    let state = ctx.state();
     let plan = state
         .create_logical_plan(sql)
         .await
