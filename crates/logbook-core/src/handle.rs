@@ -275,7 +275,7 @@ impl TableInner {
         relative: &str,
     ) -> Result<Option<T>> {
         let path = self.location.path(relative);
-        match async { self.location.store().get(&path).await?.bytes().await }.await {
+        match self.location.get_bytes(&path).await {
             Ok(bytes) => self.decode(relative, &bytes).map(Some),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(Error::storage(&path, e)),

@@ -28,6 +28,7 @@ pub mod format;
 mod handle;
 mod intent;
 pub mod lifecycle;
+mod local_read;
 mod log;
 pub mod maintenance;
 pub mod mirror;

@@ -146,21 +146,20 @@ impl Log {
     /// Read entry `version`, or `None` if it does not exist.
     pub async fn read(&self, version: u64) -> Result<Option<Bytes>> {
         let path = self.entry_path(version);
-        match self.store().get(&path).await {
-            Ok(r) => Ok(Some(r.bytes().await.map_err(|e| Error::storage(&path, e))?)),
+        match self.location.get_bytes(&path).await {
+            Ok(bytes) => Ok(Some(bytes)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(Error::storage(&path, e)),
         }
     }
 
-    /// Does entry `version` exist (one `HEAD`)?
+    /// Does entry `version` exist (one `HEAD`; a `stat` on a local directory)?
     pub async fn exists(&self, version: u64) -> Result<bool> {
         let path = self.entry_path(version);
-        match self.store().head(&path).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(Error::storage(&path, e)),
-        }
+        self.location
+            .exists(&path)
+            .await
+            .map_err(|e| Error::storage(&path, e))
     }
 
     /// The latest version, or `None` for an empty log.
@@ -209,9 +208,8 @@ impl Log {
 
     async fn read_hint(&self) -> Result<Option<u64>> {
         let path = self.location.path(self.hint);
-        match self.store().get(&path).await {
-            Ok(r) => {
-                let bytes = r.bytes().await.map_err(|e| Error::storage(&path, e))?;
+        match self.location.get_bytes(&path).await {
+            Ok(bytes) => {
                 // A damaged hint is only a hint: fall back to probing.
                 Ok(std::str::from_utf8(&bytes)
                     .ok()
@@ -323,5 +321,56 @@ mod tests {
             ))
         };
         assert!(log.create(0, Bytes::from("x"), undecodable).await.is_err());
+    }
+
+    /// On a local directory, finding the head and reading entries are
+    /// reads on the caller's thread: they do not wait for tokio's blocking
+    /// pool (object_store's local store sends every read there), and what
+    /// they return is what the store's reads return.
+    #[test]
+    fn a_local_log_is_read_without_the_blocking_pool() {
+        let runtime = crate::local_read::one_blocking_thread_runtime();
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::new(StorageLocation::local(dir.path()).unwrap());
+        runtime.block_on(async {
+            for v in 0..3 {
+                let created = log.try_create(v, Bytes::from(format!("entry {v}"))).await;
+                assert!(matches!(created, PutOutcome::Created));
+            }
+            log.write_hint(1).await.unwrap();
+            // The pool's one thread is busy until `release` is sent.
+            let (release, busy) = std::sync::mpsc::channel::<()>();
+            let pool = tokio::task::spawn_blocking(move || busy.recv());
+            let wait = std::time::Duration::from_secs(10);
+            let read = async {
+                let latest = log.latest().await.unwrap();
+                (
+                    latest,
+                    log.read(2).await.unwrap(),
+                    log.read(3).await.unwrap(),
+                )
+            };
+            let (latest, two, three) = tokio::time::timeout(wait, read)
+                .await
+                .expect("read through the blocking pool");
+            assert_eq!(latest, Some(2));
+            assert_eq!(two, Some(Bytes::from("entry 2")));
+            assert_eq!(three, None);
+            release.send(()).unwrap();
+            pool.await.unwrap().unwrap();
+            // The same through the store.
+            let store = log.store();
+            let path = log.entry_path(2);
+            let through = store.get(&path).await.unwrap().bytes().await.unwrap();
+            assert_eq!(Some(through), log.read(2).await.unwrap());
+            assert!(store.head(&path).await.is_ok() && log.exists(2).await.unwrap());
+            let gone = log.entry_path(3);
+            let missing = matches!(
+                store.head(&gone).await,
+                Err(object_store::Error::NotFound { .. })
+            );
+            assert!(missing && !log.exists(3).await.unwrap());
+            assert_eq!(log.read_hint().await.unwrap(), Some(1));
+        });
     }
 }

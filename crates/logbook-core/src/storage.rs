@@ -5,10 +5,11 @@ use std::sync::Arc;
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt};
 use url::Url;
 
 use crate::error::{Error, Result};
+use crate::local_read as local;
 use crate::names::validate_table_name;
 
 /// An object store and a prefix inside it: a warehouse or a table root.
@@ -27,7 +28,8 @@ pub struct StorageLocation {
     prefix: Option<Path>,
     uri: String,
     /// The store again, typed, when it is a local directory: it maps
-    /// object paths to files, which data-file reads (`reader::local`) and
+    /// object paths to files, which data-file reads (`reader::local`),
+    /// [`StorageLocation::get_bytes`], [`StorageLocation::exists`] and
     /// [`StorageLocation::remove_empty_parents`] use directly.
     local: Option<Arc<LocalFileSystem>>,
 }
@@ -189,6 +191,39 @@ impl StorageLocation {
     /// `path`, when this location is a local directory.
     pub(crate) fn local_file(&self, path: &Path) -> Option<std::path::PathBuf> {
         self.local.as_ref()?.path_to_filesystem(path).ok()
+    }
+
+    /// The bytes of the object `path`. A local directory's small files
+    /// (log entries, manifests, markers) are read on this thread, as a
+    /// data file's small ranges are (`reader::local`: object_store's local
+    /// store sends each read to tokio's blocking pool, a hand-off to
+    /// another thread and back that costs more than the read); anything
+    /// else goes through the store. The cost: on a cold disk or a network
+    /// mount, reads that `buffered(16)` ran at once on the pool (a listing
+    /// of markers) now run one after another on the calling thread, and a
+    /// hung mount holds that thread rather than a pool thread.
+    pub(crate) async fn get_bytes(&self, path: &Path) -> object_store::Result<bytes::Bytes> {
+        if let Some(read) = self
+            .local_file(path)
+            .and_then(|f| local::read_small(&f, path))
+        {
+            local::YieldOnce::default().await;
+            return read;
+        }
+        self.store.get(path).await?.bytes().await
+    }
+
+    /// Whether the object `path` exists: a `HEAD`, or for a local
+    /// directory a `stat` on this thread (as [`StorageLocation::get_bytes`]).
+    pub(crate) async fn exists(&self, path: &Path) -> object_store::Result<bool> {
+        if let Some(found) = self.local_file(path).and_then(|f| local::is_file(&f)) {
+            return Ok(found);
+        }
+        match self.store.head(path).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// The URI this location was opened from.

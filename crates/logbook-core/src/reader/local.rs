@@ -4,10 +4,10 @@
 //! pool: a hand-off to another thread and back, a context switch or two
 //! per range. A page-cache read of a column chunk takes microseconds, less
 //! than the hand-off, so [`super::ObjectReader`] reads ranges of up to
-//! [`INLINE_MAX`] bytes of a local file with `pread` where it is, and
-//! larger ones (compaction's, a cold scan's big chunks) through the pool,
-//! so that a slow disk or a network mount holds a worker thread for one
-//! small read at most.
+//! `INLINE_MAX` (`crate::local_read`) bytes of a local file with `pread`
+//! where it is, and larger ones (compaction's, a cold scan's big chunks)
+//! through the pool, so that a slow disk or a network mount holds a
+//! worker thread for one small read at most.
 //!
 //! Measured on the analyst workload's time-travel query (`sum(amount)` over
 //! 45 files of one table, one process each; BENCHMARKS.md): 639 context
@@ -15,8 +15,8 @@
 //! 23.9 against 16.7 ms for the query (medians of 11 alternating rounds,
 //! both binaries with [`super::tune_allocator`]'s settings).
 //!
-//! After each read the task yields once ([`YieldOnce`]): with reads that
-//! are always ready, a scan kept the tasks it wakes in its worker's own
+//! After each read the task yields once (`local_read::YieldOnce`): with
+//! reads that are always ready, a scan kept the tasks it wakes in its worker's own
 //! slot, where the idle worker cannot steal them, and the range as-of join
 //! (query 6) ran on one core (0.85 CPUs used against 1.5; 521 to 604 ms,
 //! against 316 to 360 through the pool; with the yield, 323.1 against
@@ -33,21 +33,14 @@
 //! fail; a large read opens the file again through the store and fails
 //! with `NotFound` as before.
 
-use std::future::Future;
 use std::ops::Range;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use object_store::path::Path;
 
 use crate::error::ShortFile;
-
-/// Reads of at most this many bytes in all are made on the calling
-/// thread; larger ones go through the store's blocking pool.
-pub(crate) const INLINE_MAX: u64 = 1024 * 1024;
 
 /// The file on local disk behind an object, opened at its first read.
 #[derive(Debug, Clone)]
@@ -116,25 +109,4 @@ fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result
 #[cfg(not(unix))]
 fn read_at(_: &std::fs::File, _: &mut [u8], _: u64) -> std::io::Result<()> {
     unreachable!("LocalFile::new is None off unix")
-}
-
-/// Pending once, having woken itself: the task goes to the back of its
-/// worker's queue, where an idle worker may take it, and any executor
-/// polls it again at once.
-#[derive(Debug, Default)]
-pub(crate) struct YieldOnce {
-    yielded: bool,
-}
-
-impl Future for YieldOnce {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.yielded {
-            return Poll::Ready(());
-        }
-        self.yielded = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
 }

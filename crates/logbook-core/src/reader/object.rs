@@ -41,8 +41,9 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use super::counters::ReadCounters;
-use super::local::{LocalFile, YieldOnce, INLINE_MAX};
+use super::local::LocalFile;
 use crate::error::ShortFile;
+use crate::local_read::{YieldOnce, INLINE_MAX};
 use crate::storage::StorageLocation;
 
 /// Objects up to this size are fetched whole with their footer, in one
@@ -338,12 +339,7 @@ mod tests {
     /// as the store's read would, naming the object.
     #[test]
     fn a_local_table_file_is_read_from_disk_directly_when_the_read_is_small() {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .max_blocking_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = crate::local_read::one_blocking_thread_runtime();
         let dir = tempfile::tempdir().unwrap();
         let location = StorageLocation::local(dir.path()).unwrap();
         let size = INLINE_MAX + 100_000;
