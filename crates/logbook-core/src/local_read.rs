@@ -55,7 +55,9 @@ pub(crate) fn is_file(file: &std::path::Path) -> Option<bool> {
     }
 }
 
-fn missing(path: &Path, source: std::io::Error) -> object_store::Error {
+/// The store's `NotFound` for the object `path`, as object_store's local
+/// store reports a missing file.
+pub(crate) fn missing(path: &Path, source: std::io::Error) -> object_store::Error {
     object_store::Error::NotFound {
         path: path.to_string(),
         source: Box::new(source),

@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::Array;
-use object_store::ObjectStoreExt;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
@@ -57,7 +56,9 @@ pub(crate) async fn files_at(table: &TableInner, d: u64) -> Result<BTreeMap<Stri
 async fn checkpoint_files(table: &TableInner, c: u64) -> Result<BTreeMap<String, i64>> {
     let relative = delta_log::checkpoint_path(c);
     let path = table.location.path(&relative);
-    let bytes = async { table.location.store().get(&path).await?.bytes().await }
+    let bytes = table
+        .location
+        .get_bytes(&path)
         .await
         .map_err(|e| Error::storage(&path, e))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)

@@ -67,10 +67,7 @@ impl LocalFile {
         ranges: &[Range<u64>],
     ) -> object_store::Result<Vec<Bytes>> {
         let error = |source: std::io::Error, range: Option<&Range<u64>>| match source.kind() {
-            std::io::ErrorKind::NotFound => object_store::Error::NotFound {
-                path: path.to_string(),
-                source: Box::new(source),
-            },
+            std::io::ErrorKind::NotFound => crate::local_read::missing(path, source),
             std::io::ErrorKind::UnexpectedEof => ShortFile {
                 path: path.to_string(),
                 end: range.map_or(size, |r| r.end),
