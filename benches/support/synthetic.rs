@@ -182,6 +182,8 @@ pub async fn generate(location: &StorageLocation, schema: TableSchema, spec: &Sy
             run: Some(RunInfo::new(format!("generated-{version}"))),
             affected: None,
             change: None,
+            publish: None,
+            txn: None,
         };
         (
             format!("_logbook/log/{version:020}.json"),

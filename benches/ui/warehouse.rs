@@ -134,7 +134,7 @@ async fn prepare(dir: &str, tables: usize, days: u64) {
                 asked: Vec::new(),
                 dimension: true,
                 as_of: vec![date],
-                undated: false,
+                ..Default::default()
             }]);
             let batch = RecordBatch::try_from_iter([
                 (

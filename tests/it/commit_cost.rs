@@ -203,7 +203,7 @@ async fn status_ops(history: u64, later: u64) -> (BTreeMap<&'static str, usize>,
             asked: Vec::new(),
             dimension: true,
             as_of: vec![d],
-            undated: false,
+            ..Default::default()
         }]);
         w.write(&batch(d, 0..3, "x")).await.unwrap();
         w.commit().await.unwrap();

@@ -16,6 +16,7 @@ mod local_fs;
 mod maintenance;
 mod metadata_fuzz;
 mod mirror;
+mod multi_publish;
 mod point_in_time;
 mod pruning;
 mod query;

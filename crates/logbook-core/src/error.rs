@@ -108,6 +108,30 @@ pub enum Error {
         reason: String,
     },
 
+    #[error(
+        "stage {stage}: publish {seq} was {reason}; nothing was published; run the publish again"
+    )]
+    PublishAborted {
+        stage: String,
+        seq: u64,
+        reason: String,
+    },
+
+    #[error("table {table}: version {version} is a part of multi-table publish {seq}, not decided yet; {what} waits for nothing: run it again")]
+    PublishUndecided {
+        table: String,
+        version: u64,
+        seq: u64,
+        what: String,
+    },
+
+    #[error("table {table}: version {version} is a part of the warehouse's multi-table publish {seq}, decided in the warehouse's publish log; open the table through its warehouse")]
+    NoWarehouse {
+        table: String,
+        version: u64,
+        seq: u64,
+    },
+
     #[error("table {table}: gave up committing after {attempts} attempts lost the race for the next version")]
     CommitContention { table: String, attempts: usize },
 
@@ -224,6 +248,8 @@ impl Error {
                 ErrorKind::Conflict
             }
             CommitContention { .. }
+            | PublishAborted { .. }
+            | PublishUndecided { .. }
             | Interrupted { .. }
             | StagedFileLost { .. }
             | StagedFilesTaken { .. } => ErrorKind::Transient,
@@ -233,7 +259,9 @@ impl Error {
             | VersionExpired { .. } => ErrorKind::NotFound,
             TableExists { .. } => ErrorKind::AlreadyExists,
             Corrupt { .. } | MirrorDiverged { .. } => ErrorKind::Corrupt,
-            UnsupportedStore { .. } | NewerFormat { .. } => ErrorKind::Unsupported,
+            UnsupportedStore { .. } | NewerFormat { .. } | NoWarehouse { .. } => {
+                ErrorKind::Unsupported
+            }
             Storage { source, .. } => match source {
                 e if ShortFile::is(e) => ErrorKind::Corrupt,
                 object_store::Error::NotFound { .. } => ErrorKind::NotFound,

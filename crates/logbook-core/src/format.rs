@@ -38,6 +38,13 @@ use crate::schema::TableSchema;
 /// The newest format this build reads, and the one it creates tables in.
 pub const FORMAT_VERSION: u32 = 2;
 
+/// The format of a log entry that is one table's part of a multi-table
+/// publish (it carries [`LogEntry::txn`]). Its own fields describe a commit
+/// that changes nothing, so that nothing reads the publish before its
+/// decision; builds older than this refuse the entry by name instead of
+/// building on that no-op. Roots stay at [`FORMAT_VERSION`].
+pub const ENTRY_FORMAT_TXN: u32 = 3;
+
 /// The first format whose root lists spans instead of months.
 pub const FORMAT_SPANS: u32 = 2;
 
@@ -183,6 +190,14 @@ pub struct InputRead {
     /// whole history), so any change to the dimension matters.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub undated: bool,
+    /// A run inside a stage: the stage it read the table as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// The dates read from that stage, each with the staged run that wrote
+    /// it: such a date stays fresh while the table (staged, or published
+    /// since) holds that run's partition there.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub staged: BTreeMap<NaiveDate, String>,
 }
 
 /// The dates a scan's filters allowed on a partition column: `from..=to`
@@ -248,6 +263,63 @@ pub struct LogEntry {
     /// For schema changes: what changed, e.g. `add column tip:float64`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change: Option<String>,
+    /// The newest multi-table publish this version holds, and the version
+    /// of this table its part landed as: what a reader at an earlier
+    /// warehouse point steps back over (`publish` module).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish: Option<PublishMark>,
+    /// Set on one table's part of a multi-table publish: what it commits
+    /// once the warehouse decides the publish. The entry's other fields
+    /// describe the version before (a commit changing nothing) until then,
+    /// and for good if the publish is aborted. Entries as read
+    /// ([`crate::Table::history`], snapshots) are resolved: a committed
+    /// part shows its dates and manifest there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txn: Option<TxnPart>,
+}
+
+/// Where a version stands among multi-table publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublishMark {
+    /// The publish's number in the warehouse's publish log.
+    pub seq: u64,
+    /// The version of this table that holds its part.
+    pub version: u64,
+}
+
+/// One table's part of a multi-table publish: the commit it becomes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TxnPart {
+    /// The publish's number in the warehouse's publish log: the decision
+    /// for it is entry `seq` there.
+    pub seq: u64,
+    /// The publish attempt; the decision at `seq` commits this part only
+    /// if it names this id.
+    pub id: Uuid,
+    /// The stage published.
+    pub stage: String,
+    /// The root manifest of the snapshot the part commits.
+    pub manifest: String,
+    pub dates: Vec<NaiveDate>,
+    pub rows_added: u64,
+    pub files_added: u64,
+    pub files_removed: u64,
+    /// How this build resolved the part (never stored).
+    #[serde(skip)]
+    pub state: TxnState,
+}
+
+/// What the warehouse decided for a [`TxnPart`], as far as a reader knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TxnState {
+    /// No decision yet (or not looked up): the entry reads as the no-op.
+    #[default]
+    Pending,
+    /// Published: the entry reads as the part's commit.
+    Committed,
+    /// Aborted, or the publish log's `seq` holds another publish: the
+    /// entry is the no-op for good.
+    Void,
 }
 
 pub use crate::dates::DateRange;
@@ -743,6 +815,13 @@ pub(crate) mod layout {
     }
 
     pub const STAGES_DIR: &str = "_logbook/stages";
+
+    /// The warehouse's publish log (relative to the warehouse root, not a
+    /// table's): decision `seq` of every multi-table publish, created with
+    /// put-if-absent.
+    pub const PUBLISHES_DIR: &str = "_logbook/publishes";
+    /// Best-effort hint: the latest publish decided.
+    pub const PUBLISHES_HINT: &str = "_logbook/publishes/_last";
 
     /// A stage's own record.
     pub fn stage_info(name: &str) -> String {

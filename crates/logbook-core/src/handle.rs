@@ -14,9 +14,13 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::format::{layout, LogEntry, MonthManifest, RootManifest, SpanManifest, FORMAT_VERSION};
+use crate::format::{
+    layout, LogEntry, MonthManifest, PublishMark, RootManifest, SpanManifest, TxnState,
+    ENTRY_FORMAT_TXN, FORMAT_VERSION,
+};
 use crate::log::Log;
 use crate::options::TableOptions;
+use crate::publish::Publishes;
 use crate::storage::StorageLocation;
 
 /// The state a [`crate::Table`] handle and its clones share.
@@ -38,6 +42,9 @@ pub(crate) struct TableInner {
     newest: Mutex<Option<(Arc<LogEntry>, Arc<RootManifest>)>>,
     /// Set once the store was shown to honour put-if-absent.
     probed: tokio::sync::OnceCell<()>,
+    /// The publish log of the warehouse the table lies in (its parent
+    /// location), where parts of multi-table publishes are decided.
+    pub publishes: Option<Arc<Publishes>>,
 }
 
 impl TableInner {
@@ -45,13 +52,14 @@ impl TableInner {
         Self {
             name: name.to_string(),
             log: Log::new(location.clone()),
-            location,
+            location: location.clone(),
             options,
             last_seen: AtomicU64::new(0),
             months: Cache::default(),
             spans: Cache::default(),
             newest: Mutex::new(None),
             probed: tokio::sync::OnceCell::new(),
+            publishes: location.parent().map(|wh| Arc::new(Publishes::new(wh))),
         }
     }
 
@@ -72,8 +80,16 @@ impl TableInner {
     }
 
     /// Remember `entry` and `root` if no newer version was read. Both are
-    /// immutable once committed.
+    /// immutable once committed (an undecided publish part is not: it is
+    /// not remembered).
     pub(crate) fn remember(&self, entry: &Arc<LogEntry>, root: &Arc<RootManifest>) {
+        if entry
+            .txn
+            .as_ref()
+            .is_some_and(|t| t.state == TxnState::Pending)
+        {
+            return;
+        }
         let mut newest = self.newest.lock().unwrap_or_else(|e| e.into_inner());
         if newest
             .as_ref()
@@ -128,7 +144,47 @@ impl TableInner {
             .buffered(16)
     }
 
+    /// Entry `version` as it reads now: a multi-table publish's part shows
+    /// its commit once the warehouse decided it, and the version before it
+    /// (a commit changing nothing) while undecided or once aborted (see
+    /// the `publish` module).
     pub(crate) async fn read_entry(&self, version: u64) -> Result<LogEntry> {
+        let mut entry = self.read_stored_entry(version).await?;
+        self.resolve(&mut entry).await?;
+        Ok(entry)
+    }
+
+    /// Resolve `entry`'s publish part, if it has one, against the
+    /// warehouse's decision.
+    pub(crate) async fn resolve(&self, entry: &mut LogEntry) -> Result<()> {
+        let Some(part) = entry.txn.as_mut() else {
+            return Ok(());
+        };
+        if part.state != TxnState::Pending {
+            return Ok(());
+        }
+        let publishes = self.publishes.as_ref().ok_or_else(|| Error::NoWarehouse {
+            table: self.name.clone(),
+            version: entry.version,
+            seq: part.seq,
+        })?;
+        part.state = publishes.state(part).await?;
+        if part.state == TxnState::Committed {
+            entry.manifest = part.manifest.clone();
+            entry.dates = part.dates.clone();
+            entry.rows_added = part.rows_added;
+            entry.files_added = part.files_added;
+            entry.files_removed = part.files_removed;
+            entry.publish = Some(PublishMark {
+                seq: part.seq,
+                version: entry.version,
+            });
+        }
+        Ok(())
+    }
+
+    /// Entry `version` as stored: a publish part unresolved.
+    pub(crate) async fn read_stored_entry(&self, version: u64) -> Result<LogEntry> {
         let path = layout::log_entry(version);
         let bytes = self
             .log
@@ -140,7 +196,9 @@ impl TableInner {
                 reason: "log entry is missing".into(),
             })?;
         let entry: LogEntry = self.decode(&path, &bytes)?;
-        self.readable_format(&path, entry.format)?;
+        if entry.format != ENTRY_FORMAT_TXN || entry.txn.is_none() {
+            self.readable_format(&path, entry.format)?;
+        }
         if entry.version != version {
             return Err(Error::Corrupt {
                 table: self.name.clone(),

@@ -34,6 +34,7 @@ pub mod maintenance;
 pub mod mirror;
 pub mod names;
 pub mod options;
+pub mod publish;
 pub mod reader;
 pub(crate) mod scd2;
 pub mod schema;

@@ -33,6 +33,12 @@ pub struct TableOptions {
     pub heartbeat_interval_ms: i64,
     /// A marker whose heartbeat is older than this (ms) is an abandoned run.
     pub running_timeout_ms: i64,
+    /// How long a commit waits (ms, on its own monotonic clock from when it
+    /// first found it) for the warehouse to decide a multi-table publish
+    /// whose part is the table's head, before aborting that publish: a
+    /// publisher that died leaves its parts undecided, and no version may
+    /// be built on one (`publish` module).
+    pub publish_wait_ms: u64,
 }
 
 impl Default for TableOptions {
@@ -47,6 +53,7 @@ impl Default for TableOptions {
             max_commit_attempts: 100,
             heartbeat_interval_ms: 30_000,
             running_timeout_ms: 10 * 60_000,
+            publish_wait_ms: 30_000,
         }
     }
 }
@@ -77,6 +84,12 @@ impl TableOptions {
     pub fn with_running_timeout(mut self, heartbeat_ms: i64, timeout_ms: i64) -> Self {
         self.heartbeat_interval_ms = heartbeat_ms.max(1);
         self.running_timeout_ms = timeout_ms.max(heartbeat_ms.max(1));
+        self
+    }
+    /// Set how long a commit waits for an undecided multi-table publish
+    /// before aborting it (see [`TableOptions::publish_wait_ms`]).
+    pub fn with_publish_wait(mut self, ms: u64) -> Self {
+        self.publish_wait_ms = ms;
         self
     }
 }

@@ -1,5 +1,6 @@
 //! One committed version of a table: its schema and partitions.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -23,6 +24,16 @@ pub struct Snapshot {
     table: Arc<TableInner>,
     entry: Arc<LogEntry>,
     root: Arc<RootManifest>,
+    /// A stage's partitions laid over this version (`stage/view.rs`).
+    staged: Option<Arc<Staged>>,
+}
+
+/// The partitions of one stage, as a run inside it reads them: each staged
+/// date in place of the version's own.
+#[derive(Debug)]
+pub(crate) struct Staged {
+    pub name: String,
+    pub partitions: BTreeMap<NaiveDate, PartitionEntry>,
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -40,7 +51,40 @@ impl Snapshot {
     pub(crate) fn new(table: Arc<TableInner>, entry: LogEntry, root: RootManifest) -> Self {
         let (entry, root) = (Arc::new(entry), Arc::new(root));
         table.remember(&entry, &root);
-        Self { table, entry, root }
+        Self {
+            table,
+            entry,
+            root,
+            staged: None,
+        }
+    }
+
+    /// This version with `staged` laid over it.
+    pub(crate) fn with_staged(&self, staged: Staged) -> Self {
+        Self {
+            staged: Some(Arc::new(staged)),
+            ..self.clone()
+        }
+    }
+
+    /// This version's publish part, when it is one not decided yet (it
+    /// reads as the version before it until the warehouse decides).
+    pub fn undecided_part(&self) -> Option<&crate::format::TxnPart> {
+        let pending = crate::format::TxnState::Pending;
+        self.entry.txn.as_ref().filter(|t| t.state == pending)
+    }
+
+    /// The stage this view reads its staged dates from
+    /// ([`Snapshot::in_stage`]), if any.
+    pub fn stage(&self) -> Option<&str> {
+        self.staged.as_ref().map(|s| s.name.as_str())
+    }
+
+    /// The run that wrote `date` in this view's stage, when the view reads
+    /// the date from the stage.
+    pub fn staged_run(&self, date: NaiveDate) -> Option<&str> {
+        let staged = self.staged.as_ref()?.partitions.get(&date)?;
+        staged.run.as_ref().map(|r| r.run_id.as_str())
     }
 
     /// The version this snapshot was committed as.
@@ -208,10 +252,16 @@ impl Snapshot {
             None => self.root.months.first().cloned(),
             Some(s) => self.table.span(&s.path).await?.months.first().cloned(),
         };
-        Ok(match first {
+        let main = match first {
             Some(m) => self.month_at(&m).await?.partitions.first().map(|p| p.date),
             None => None,
-        })
+        };
+        // A stage's view also begins at its first staged date.
+        let staged = self
+            .staged
+            .as_ref()
+            .and_then(|s| s.partitions.keys().next().copied());
+        Ok(main.into_iter().chain(staged).min())
     }
 
     /// The manifest of `date`'s month, if any partition of it exists.
@@ -273,14 +323,29 @@ impl Snapshot {
             .try_collect()
             .await?;
         let within = |d: NaiveDate| from.is_none_or(|f| d >= f) && to.is_none_or(|t| d <= t);
-        Ok(months
+        let mut found: Vec<PartitionEntry> = months
             .iter()
             .flat_map(|m| m.partitions.iter().filter(|p| within(p.date)).cloned())
-            .collect())
+            .collect();
+        if let Some(staged) = &self.staged {
+            found.retain(|p| !staged.partitions.contains_key(&p.date));
+            found.extend(
+                staged
+                    .partitions
+                    .values()
+                    .filter(|p| within(p.date))
+                    .cloned(),
+            );
+            found.sort_by_key(|p| p.date);
+        }
+        Ok(found)
     }
 
     /// The partition for `date`, if it was ever committed (and not removed).
     pub async fn partition(&self, date: NaiveDate) -> Result<Option<PartitionEntry>> {
+        if let Some(p) = self.staged.as_ref().and_then(|s| s.partitions.get(&date)) {
+            return Ok(Some(p.clone()));
+        }
         Ok(self.month_of(date).await?.and_then(|m| {
             m.partitions
                 .binary_search_by(|p| p.date.cmp(&date))
@@ -407,6 +472,7 @@ impl TableInner {
                 table: self.clone(),
                 entry,
                 root,
+                staged: None,
             });
         }
         let entry = self.read_entry(version).await?;

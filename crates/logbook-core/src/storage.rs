@@ -158,6 +158,22 @@ impl StorageLocation {
         })
     }
 
+    /// The warehouse a table location lies in: the location one level up
+    /// (what [`StorageLocation::child`] came from). `None` at a store's root.
+    pub(crate) fn parent(&self) -> Option<Self> {
+        let prefix = self.prefix.as_ref()?;
+        let parts: Vec<_> = prefix.parts().collect();
+        let up = parts.len().checked_sub(1)?;
+        let uri = self.uri.trim_end_matches('/');
+        let uri = uri.rsplit_once('/').map_or(uri, |(head, _)| head);
+        Some(Self {
+            store: self.store.clone(),
+            prefix: (up > 0).then(|| Path::from_iter(parts[..up].iter().cloned())),
+            uri: uri.to_string(),
+            local: self.local.clone(),
+        })
+    }
+
     /// After `relative` was deleted, remove up to `levels` of its parent
     /// directories that it left empty, deepest first.
     ///

@@ -113,6 +113,8 @@ impl Table {
             run: None,
             affected: None,
             change: None,
+            publish: None,
+            txn: None,
         };
         // Entry 0 found there (reported existing, or read back after no
         // answer) is ours only if it carries our commit id: a store retrying

@@ -125,10 +125,12 @@ impl Warehouse {
             .list_with_delimiter(prefix)
             .await
             .map_err(|e| Error::storage(self.location.uri(), e))?;
+        // Names no table can have (the warehouse's own `_logbook/`) are left out.
         let mut names: Vec<String> = listing
             .common_prefixes
             .iter()
             .filter_map(|dir| dir.filename().map(str::to_string))
+            .filter(|name| crate::names::validate_table_name(name).is_ok())
             .collect();
         names.sort();
         Ok(names)

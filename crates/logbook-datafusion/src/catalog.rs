@@ -16,7 +16,7 @@ use logbook_core::{DimensionMode, Snapshot, Table, Warehouse};
 use tokio::sync::OnceCell;
 
 use crate::lineage::Lineage;
-use crate::provider::{DimensionView, LogbookTableProvider};
+use crate::provider::{DimensionView, LogbookTableProvider, ReadPoint};
 
 /// How tables resolve in one session.
 #[derive(Debug, Clone, Default)]
@@ -33,6 +33,15 @@ pub struct QueryOptions {
     /// read at its head at each scan, so a session that lives across
     /// commits sees them.
     pub read_as_opened: bool,
+    /// Read every unpinned table at this warehouse point (`--as-of-publish`:
+    /// each table at its newest version holding no publish after it).
+    /// Otherwise a query naming several tables reads them at the point
+    /// taken when it is prepared.
+    pub point: Option<logbook_core::publish::WarehousePoint>,
+    /// A run inside this stage: partitioned tables read as the stage holds
+    /// them (its staged dates, the main line elsewhere), and lineage
+    /// records the staged runs read.
+    pub stage: Option<String>,
 }
 
 /// A table as this session sees it.
@@ -65,6 +74,8 @@ pub struct WarehouseSchema {
     /// Names a query uses only as table functions (`asof`): DataFusion's
     /// planner looks them up as tables too, and they need no round trip.
     functions: Mutex<BTreeSet<String>>,
+    /// The point the query being planned reads several tables at.
+    point: ReadPoint,
     options: QueryOptions,
     lineage: Option<Arc<Lineage>>,
 }
@@ -81,6 +92,7 @@ impl WarehouseSchema {
             warehouse: warehouse.clone(),
             listed: OnceCell::new(),
             functions: Mutex::new(BTreeSet::new()),
+            point: ReadPoint::default(),
             opened: Mutex::new(HashMap::new()),
             options,
             lineage,
@@ -105,6 +117,21 @@ impl WarehouseSchema {
     /// no such table, including a directory at the root holding none).
     pub async fn resolve(&self, name: &str) -> logbook_core::Result<Option<Opened>> {
         Ok(self.resolve_fresh(name).await?.map(|(opened, _)| opened))
+    }
+
+    /// The cell holding the point the query being planned reads at.
+    pub(crate) fn read_point(&self) -> &ReadPoint {
+        &self.point
+    }
+
+    /// How tables resolve in this session.
+    pub(crate) fn options(&self) -> &QueryOptions {
+        &self.options
+    }
+
+    /// The warehouse the session reads.
+    pub(crate) fn warehouse(&self) -> &Warehouse {
+        &self.warehouse
     }
 
     fn not_found(&self, name: &str) -> logbook_core::Error {
@@ -147,9 +174,12 @@ impl WarehouseSchema {
                 // probing the log again (a round trip on an object store).
                 let table = self.warehouse.table(name).await?;
                 let head = table.latest_seen().await?;
-                let snapshot = match self.options.pins.get(name) {
-                    Some(v) => head.travel(*v).await?,
-                    None => head,
+                // At the query's point, when it has one: the version a
+                // Flight ticket records is then one the point reads.
+                let snapshot = match (self.options.pins.get(name), self.point.get()) {
+                    (Some(v), _) => head.travel(*v).await?,
+                    (None, Some(point)) => head.at_point(point).await?,
+                    (None, None) => head,
                 };
                 Ok::<_, logbook_core::Error>(Opened { snapshot, table })
             })
@@ -234,8 +264,11 @@ impl WarehouseSchema {
     /// it opened, [`QueryOptions::read_as_opened`]), already read, or its
     /// head at each scan.
     fn base(&self, opened: Opened, name: &str) -> LogbookTableProvider {
-        match self.options.read_as_opened || self.options.pins.contains_key(name) {
-            true => LogbookTableProvider::of_snapshot(opened.table, opened.snapshot),
+        if self.options.pins.contains_key(name) {
+            return LogbookTableProvider::of_snapshot(opened.table, opened.snapshot);
+        }
+        match self.options.read_as_opened {
+            true => LogbookTableProvider::as_opened(opened.table, opened.snapshot),
             false => {
                 let schema = opened.snapshot.schema().clone();
                 LogbookTableProvider::new(opened.table, schema)
@@ -245,7 +278,10 @@ impl WarehouseSchema {
 
     /// The provider for `name` as this session sees it, once opened.
     fn provider(&self, opened: Opened, name: &str) -> LogbookTableProvider {
-        let mut p = self.base(opened, name);
+        let mut p = self.base(opened, name).with_point(self.point.get());
+        if !self.options.pins.contains_key(name) {
+            p = p.with_stage(self.options.stage.clone());
+        }
         if let Some(date) = self.options.logical_date {
             p = p.with_view(
                 match self.options.dimensions.unwrap_or(DimensionMode::AsOf) {

@@ -37,6 +37,9 @@ pub enum Read {
     Partitions {
         asked: DateSpan,
         found: Vec<(NaiveDate, u64)>,
+        /// Read inside a stage: its name, and the dates found in it with
+        /// the staged run that wrote each.
+        staged: Option<(String, Vec<(NaiveDate, String)>)>,
     },
     /// A dimension: rows resolved at `at` (`None`: current rows or the
     /// whole history), as last changed by `data_version`.
@@ -54,6 +57,8 @@ struct Entry {
     as_of: BTreeSet<NaiveDate>,
     undated: bool,
     data_version: Option<u64>,
+    stage: Option<String>,
+    staged: BTreeMap<NaiveDate, String>,
 }
 
 impl Lineage {
@@ -62,8 +67,16 @@ impl Lineage {
         let mut reads = self.reads.lock().expect("lineage lock");
         let e = reads.entry((table.to_string(), version)).or_default();
         match read {
-            Read::Partitions { asked, found } => {
+            Read::Partitions {
+                asked,
+                found,
+                staged,
+            } => {
                 e.found.get_or_insert_with(Default::default).extend(found);
+                if let Some((stage, dates)) = staged {
+                    e.stage = Some(stage);
+                    e.staged.extend(dates);
+                }
                 if !e.asked.contains(&asked) {
                     e.asked.push(asked);
                 }
@@ -95,6 +108,8 @@ impl Lineage {
                 dimension: e.dimension,
                 as_of: e.as_of.iter().copied().collect(),
                 undated: e.undated,
+                stage: e.stage.clone(),
+                staged: e.staged.clone(),
             })
             .collect()
     }
@@ -122,11 +137,17 @@ impl Lineage {
     /// were read.
     pub fn data_read(&self) -> String {
         let reads = self.reads.lock().expect("lineage lock");
-        let mut partitions: BTreeMap<&str, BTreeMap<NaiveDate, u64>> = BTreeMap::new();
+        let mut partitions: BTreeMap<&str, BTreeMap<NaiveDate, String>> = BTreeMap::new();
         let mut dimensions: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
         for ((table, _), e) in reads.iter() {
             if let Some(found) = &e.found {
-                partitions.entry(table).or_default().extend(found);
+                // A staged date has no version of its own yet: its run
+                // names its rows.
+                let named = found.iter().map(|(d, v)| match e.staged.get(d) {
+                    Some(run) => (*d, format!("staged:{run}")),
+                    None => (*d, v.to_string()),
+                });
+                partitions.entry(table).or_default().extend(named);
             }
             if e.dimension {
                 let set = dimensions.entry(table).or_default();

@@ -11,6 +11,7 @@ use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
+use logbook_core::publish::WarehousePoint;
 use logbook_core::{DataFile, Snapshot, Table, TableSchema};
 
 use crate::exec::{LogbookScanExec, ValidityFilter};
@@ -37,6 +38,9 @@ enum Reads {
     /// One version, read when the query was prepared (a pin, or
     /// `snapshot()`): scans probe and read nothing of the log.
     Snapshot(Snapshot),
+    /// The head as the session opened it (a Flight ticket's plan), read
+    /// at the query's warehouse point when it has one.
+    Opened(Snapshot),
 }
 
 /// A logbook table as a DataFusion table.
@@ -51,6 +55,11 @@ pub struct LogbookTableProvider {
     reads: Reads,
     view: DimensionView,
     lineage: Option<Arc<Lineage>>,
+    /// A run inside this stage reads the table as the stage holds it.
+    stage: Option<String>,
+    /// The warehouse point the query this provider was planned for reads
+    /// at (when it names several tables).
+    point: Option<WarehousePoint>,
 }
 
 impl LogbookTableProvider {
@@ -74,6 +83,14 @@ impl LogbookTableProvider {
         p
     }
 
+    /// Read the head the session opened (`snapshot`), stepped back to the
+    /// query's warehouse point when it has one.
+    pub(crate) fn as_opened(table: Table, snapshot: Snapshot) -> Self {
+        let mut p = Self::new(table, snapshot.schema().clone());
+        p.reads = Reads::Opened(snapshot);
+        p
+    }
+
     /// Follow the latest snapshot of `table`, whose schema is `schema`.
     pub(crate) fn new(table: Table, schema: TableSchema) -> Self {
         Self {
@@ -87,6 +104,8 @@ impl LogbookTableProvider {
             reads: Reads::Latest,
             view: DimensionView::History,
             lineage: None,
+            stage: None,
+            point: None,
         }
     }
 
@@ -114,11 +133,57 @@ impl LogbookTableProvider {
         }
     }
 
+    /// The snapshot a scan reads: the one read already, or the head, at
+    /// the query's warehouse point when it has one.
     async fn snapshot(&self) -> logbook_core::Result<Snapshot> {
-        match &self.reads {
-            Reads::Latest => self.table.latest().await,
-            Reads::Snapshot(s) => Ok(s.clone()),
+        let point = self.point;
+        let snapshot = match (&self.reads, point) {
+            (Reads::Latest, None) => self.table.latest().await?,
+            (Reads::Latest, Some(p)) => self.table.at_point(p).await?,
+            (Reads::Snapshot(s), _) => return Ok(s.clone()),
+            (Reads::Opened(s), None) => s.clone(),
+            (Reads::Opened(s), Some(p)) => s.at_point(p).await?,
+        };
+        match &self.stage {
+            Some(stage) if self.schema.partition_column().is_some() => {
+                snapshot.in_stage(stage).await
+            }
+            _ => Ok(snapshot),
         }
+    }
+
+    /// Read the head at `point` (the query's, when it names several tables).
+    pub(crate) fn with_point(mut self, point: Option<WarehousePoint>) -> Self {
+        self.point = point;
+        self
+    }
+
+    /// Read the table as stage `stage` holds it (a run inside the stage):
+    /// its staged dates in place of the main line's. Pinned versions and
+    /// `snapshot()` are read as they are.
+    pub fn with_stage(mut self, stage: Option<String>) -> Self {
+        self.stage = stage;
+        self
+    }
+}
+
+/// The warehouse point the query being planned reads its tables at: set
+/// by [`crate::prepare`] before it opens them (when the query names more
+/// than one table, or from `QueryOptions::point`); each provider planned
+/// for the query keeps its value, so its scans step back over publishes
+/// decided after it, whenever they are planned, and no query sees part of
+/// a multi-table publish. (A view keeps the point of the query that made
+/// it.)
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ReadPoint(Arc<std::sync::Mutex<Option<WarehousePoint>>>);
+
+impl ReadPoint {
+    pub(crate) fn set(&self, point: Option<WarehousePoint>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = point;
+    }
+
+    pub(crate) fn get(&self) -> Option<WarehousePoint> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -189,9 +254,19 @@ impl TableProvider for LogbookTableProvider {
                 .collect();
                 let dates: Vec<NaiveDate> = parts.iter().map(|p| p.date).collect();
                 if let Some(l) = &self.lineage {
+                    let staged = snapshot.stage().map(|stage| {
+                        let dates = parts
+                            .iter()
+                            .filter_map(|p| {
+                                Some((p.date, snapshot.staged_run(p.date)?.to_string()))
+                            })
+                            .collect();
+                        (stage.to_string(), dates)
+                    });
                     let read = Read::Partitions {
                         asked: span,
                         found: parts.iter().map(|p| (p.date, p.version)).collect(),
+                        staged,
                     };
                     l.record(self.table.name(), snapshot.version(), read);
                 }

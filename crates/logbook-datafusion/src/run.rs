@@ -129,6 +129,8 @@ impl Run {
             logical_date: Some(self.logical_date),
             dimensions: Some(self.mode),
             pins: self.pins.clone(),
+            // Inside a stage, inputs read as the stage holds them.
+            stage: self.stage.clone(),
             ..Default::default()
         };
         let ctx = session(&self.warehouse, options, Some(lineage.clone())).await?;
@@ -153,6 +155,12 @@ impl Run {
         }
         let table = self.warehouse.table(&self.target).await?;
         let head = table.latest().await?;
+        // In a chain, the previous date as the run reads it: staged where
+        // its stage holds it.
+        let head = match &self.stage {
+            Some(stage) => head.in_stage(stage).await?,
+            None => head,
+        };
         let previous = match (
             head.properties().depends_on_previous,
             self.logical_date.pred_opt(),

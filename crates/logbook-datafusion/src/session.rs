@@ -152,6 +152,14 @@ pub async fn prepare(ctx: &SessionContext, query: &str) -> Result<SessionState, 
         .collect();
     schema.functions_only(only_functions);
     let names: BTreeSet<String> = named.tables.into_iter().collect();
+    // Several tables: read them all at one warehouse point, taken before
+    // any of them is opened (see `logbook_core::publish`).
+    let point = match schema.options().point {
+        Some(point) => Some(point),
+        None if names.len() > 1 || named.lists_all => Some(schema.warehouse().point().await?),
+        None => None,
+    };
+    schema.read_point().set(point);
     // The tables this query opened: their heads were found just now.
     let opened_now: BTreeSet<String> = futures::stream::iter(names)
         .map(|name| async move {

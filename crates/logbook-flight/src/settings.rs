@@ -47,6 +47,8 @@ impl Settings {
             // A statement is planned at `GetFlightInfo` and run at `DoGet`:
             // both read the versions the ticket records.
             read_as_opened: true,
+            point: None,
+            stage: None,
         })
     }
 

@@ -227,4 +227,22 @@ impl Warehouse {
         .map_err(errors::core)?;
         to_json(&entries)
     }
+
+    /// Publish stage `name` across every table holding it, as one (what
+    /// `logbook stage publish NAME` does), as JSON: `{"seq": N or null,
+    /// "tables": {table: version}}`.
+    #[pyo3(signature = (name, force=false))]
+    fn publish_stage_json(&self, py: Python<'_>, name: &str, force: bool) -> PyResult<String> {
+        let published = wait(py, || async {
+            let stage = self.inner.stage(name).await?;
+            stage.publish(force).await
+        })
+        .map_err(errors::core)?;
+        let tables: std::collections::BTreeMap<&String, u64> = published
+            .tables
+            .iter()
+            .map(|(t, info)| (t, info.version))
+            .collect();
+        to_json(&serde_json::json!({ "seq": published.seq, "tables": tables }))
+    }
 }

@@ -252,3 +252,26 @@ def test_datafusion_queries_a_table_on_s3(monkeypatch):
     ctx.register_table("orders", orders)
     got = ctx.sql("SELECT count(*) AS n, sum(amount) AS total FROM orders").to_arrow_table()
     assert got.to_pylist() == [{"n": 3, "total": 16.5}]
+
+
+def test_a_stage_across_tables_is_read_inside_it_and_published_as_one(wh, monkeypatch):
+    # A job inside stage "fix" (as `logbook backfill --stage fix` runs it)
+    # re-runs orders, then revenue reads orders as the stage holds them.
+    monkeypatch.setenv("LOGBOOK_STAGE", "fix")
+    wh.table("orders").replace_partition("2026-03-15", orders_on("2026-03-15", ("c-04",), (100.0,)))
+    with wh.run("revenue", "2026-03-15") as run:
+        run.write(run.sql(REVENUE_SQL))
+    monkeypatch.delenv("LOGBOOK_STAGE")
+    assert wh.table("revenue").partitions() == []
+    published = wh.publish_stage("fix")
+    assert published["seq"] == 0
+    assert sorted(published["tables"]) == ["orders", "revenue"]
+    rows = pa.table(
+        wh.sql(
+            "SELECT r.region, r.revenue, count(*) AS n FROM revenue r JOIN orders o USING (date) "
+            "WHERE r.date = DATE '2026-03-15' GROUP BY r.region, r.revenue"
+        )
+    ).to_pylist()
+    assert rows == [{"region": "Hamburg", "revenue": 100.0, "n": 1}]
+    with pytest.raises(lb.LogbookError, match="fix"):
+        wh.publish_stage("fix")

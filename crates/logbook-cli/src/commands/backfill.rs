@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use chrono::NaiveDate;
 use indicatif::{ProgressBar, ProgressStyle};
-use logbook_core::lifecycle::{self, PlanStep, Selection};
+use logbook_core::lifecycle::{self, PartitionState, PlanStep, Selection};
 use logbook_core::{ExpectedPartition, Stage, Table, Warehouse};
 use tokio::task::JoinSet;
 
@@ -56,10 +56,24 @@ enum Outcome {
 }
 
 pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), CliError> {
-    let status = args.range.status(warehouse, &args.table).await?;
+    // Inside a stage, the plan is judged there: a date staged from inputs
+    // the stage has re-run since is stale again.
+    let status = args
+        .range
+        .status(warehouse, &args.table, args.stage.as_deref())
+        .await?;
     let plan = lifecycle::plan(&status, args.only);
-    let started: HashMap<NaiveDate, Option<u64>> =
-        status.dates.iter().map(|d| (d.date, d.version)).collect();
+    // What the main line held when the backfill began (a production commit
+    // since wins over the backfill's).
+    let main_line = match &args.stage {
+        Some(_) => args.range.status(warehouse, &args.table, None).await?,
+        None => status.clone(),
+    };
+    let started: HashMap<NaiveDate, Option<u64>> = main_line
+        .dates
+        .iter()
+        .map(|d| (d.date, d.version))
+        .collect();
     if args.dry_run {
         println!(
             "would recompute {} date(s) of {}{}",
@@ -107,6 +121,8 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
             let before = started.get(&step.date).copied().flatten();
             let skip = match committed_since(&table, step, before).await? {
                 Some(other) => Some(other),
+                // A staged date the plan finds stale in the stage is redone.
+                None if step.state == PartitionState::Stale => None,
                 None => already_staged(stage.as_ref(), step.date).await?,
             };
             if let Some(why) = skip {

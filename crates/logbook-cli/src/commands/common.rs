@@ -27,12 +27,15 @@ impl Range {
             .unwrap_or_else(|| logbook_core::dates::yesterday(SystemClock.now_millis()))
     }
 
+    /// The table's status over the range, on the main line or (`stage`)
+    /// as a run inside that stage sees it.
     pub async fn status(
         &self,
         warehouse: &Warehouse,
         table: &str,
+        stage: Option<&str>,
     ) -> Result<TableStatus, CliError> {
-        Ok(lifecycle::status(warehouse, table, self.from, self.to()).await?)
+        Ok(lifecycle::status_in(warehouse, table, stage, self.from, self.to()).await?)
     }
 }
 

@@ -3,6 +3,7 @@ use std::collections::HashMap;
 use arrow_array::RecordBatch;
 use chrono::NaiveDate;
 use futures::TryStreamExt;
+use logbook_core::publish::{Outcome, WarehousePoint};
 use logbook_core::{DimensionMode, Warehouse};
 use logbook_datafusion::{session, QueryOptions};
 
@@ -30,6 +31,12 @@ pub struct Args {
     /// Read TABLE at version N (repeatable): `--version orders=3`.
     #[arg(long = "version", value_parser = parse_pin)]
     versions: Vec<(String, u64)>,
+    /// Read the tables multi-table publish N published at the versions it
+    /// made, and every other table at its newest version holding no later
+    /// publish (single-table commits since are read; `--version` still
+    /// pins).
+    #[arg(long = "as-of-publish", value_name = "N")]
+    as_of_publish: Option<u64>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
@@ -45,10 +52,36 @@ fn parse_pin(s: &str) -> Result<(String, u64), String> {
 }
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
+    let mut pins = HashMap::new();
+    let mut point = None;
+    if let Some(seq) = args.as_of_publish {
+        let decision = warehouse.publish_decision(seq).await?;
+        match decision {
+            Some(d) if d.outcome == Outcome::Committed => {
+                pins.extend(d.tables);
+                point = Some(WarehousePoint::after(seq));
+            }
+            Some(d) => {
+                return Err(CliError::Input(format!(
+                "--as-of-publish {seq}: publish {seq} (stage {}) was aborted: it published nothing",
+                d.stage
+            )))
+            }
+            None => {
+                let latest = warehouse.point().await?.seq();
+                return Err(CliError::Input(format!(
+                    "--as-of-publish {seq}: no such publish (the latest is {})",
+                    latest.map_or("none yet".to_string(), |s| s.to_string())
+                )));
+            }
+        }
+    }
+    pins.extend(args.versions);
     let options = QueryOptions {
         logical_date: args.logical_date,
         dimensions: args.dimensions,
-        pins: args.versions.into_iter().collect::<HashMap<_, _>>(),
+        pins,
+        point,
         ..Default::default()
     };
     let ctx = session(warehouse, options, None).await.map_err(query_err)?;

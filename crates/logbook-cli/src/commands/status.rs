@@ -18,10 +18,17 @@ pub struct StatusArgs {
     /// One JSON object per date: date, state, reasons (and version, problems, runs).
     #[arg(long)]
     json: bool,
+    /// Judge the table as a run inside this stage sees it: its staged
+    /// dates, and its inputs as the stage holds them.
+    #[arg(long)]
+    stage: Option<String>,
 }
 
 pub async fn status(warehouse: &Warehouse, args: StatusArgs) -> Result<(), CliError> {
-    let status = args.range.status(warehouse, &args.table).await?;
+    let status = args
+        .range
+        .status(warehouse, &args.table, args.stage.as_deref())
+        .await?;
     if args.json {
         println!("{}", to_json(&status.dates)?);
         return Ok(());
@@ -116,10 +123,17 @@ pub struct PlanArgs {
     /// The plan as JSON.
     #[arg(long)]
     json: bool,
+    /// Plan inside this stage: the dates to re-run there after its inputs
+    /// were re-run in it (see `status --stage`).
+    #[arg(long)]
+    stage: Option<String>,
 }
 
 pub async fn plan(warehouse: &Warehouse, args: PlanArgs) -> Result<(), CliError> {
-    let status = args.range.status(warehouse, &args.table).await?;
+    let status = args
+        .range
+        .status(warehouse, &args.table, args.stage.as_deref())
+        .await?;
     let plan = lifecycle::plan(&status, args.only);
     if args.json {
         println!("{}", to_json(&plan)?);

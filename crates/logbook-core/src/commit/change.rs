@@ -13,6 +13,17 @@ pub(crate) struct PendingCommit {
     pub base_version: u64,
     pub run: RunInfo,
     pub change: Change,
+    /// Set when the commit is one table's part of a multi-table publish
+    /// (`publish` module): the entry then reads as a no-op until decided.
+    pub txn: Option<TxnStart>,
+}
+
+/// The publish a part belongs to.
+#[derive(Debug, Clone)]
+pub(crate) struct TxnStart {
+    pub seq: u64,
+    pub id: uuid::Uuid,
+    pub stage: String,
 }
 
 impl PendingCommit {
@@ -21,6 +32,7 @@ impl PendingCommit {
             base_version,
             run,
             change,
+            txn: None,
         }
     }
 }

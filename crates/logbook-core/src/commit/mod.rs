@@ -20,7 +20,7 @@ use std::sync::Arc;
 use chrono::NaiveDate;
 
 pub use change::ExpectedPartition;
-pub(crate) use change::{Change, DimensionChange, PartitionChange, PendingCommit};
+pub(crate) use change::{Change, DimensionChange, PartitionChange, PendingCommit, TxnStart};
 
 use crate::error::{Error, Result};
 use crate::format::{layout, LogEntry, Operation, PartitionEntry};
@@ -86,6 +86,15 @@ async fn place(
     let mut tries: Vec<(String, Vec<String>)> = Vec::new();
 
     for _attempt in 0..table.options.max_commit_attempts {
+        // 0. Never build on an undecided multi-table publish part: wait for
+        // its decision, or abort it (`publish/settle.rs`). The head's
+        // snapshot is usually remembered, so a commit pays nothing here.
+        let mut head_snap = table.snapshot(head).await?;
+        if head_snap.undecided_part().is_some() {
+            let own_stage = pending.txn.as_ref().map(|t| t.stage.as_str());
+            crate::publish::settle(table, head, own_stage).await?;
+            head_snap = table.snapshot(head).await?;
+        }
         // 1. Everything committed since our base must not touch our dates.
         for v in checked + 1..=head {
             let entry = table.read_entry(v).await?;
@@ -96,7 +105,6 @@ async fn place(
         checked = head;
 
         // 2. Build the new snapshot on the head.
-        let head_snap = table.snapshot(head).await?;
         if let Some(version) = already_committed_by_run(table, &head_snap, &pending, &dates).await?
         {
             crate::mirror::after_retry(table, &head_snap).await;
@@ -138,13 +146,14 @@ async fn place(
         // there (reported existing, or read back after no answer) is ours
         // only if it carries our commit id; it may still be an earlier
         // attempt's that landed late, naming that attempt's manifests.
-        tries.push((entry.manifest.clone(), written));
+        tries.push((attempt_root(&entry).to_string(), written));
         let found_manifest = std::sync::Mutex::new(None);
         let ours = |found: &[u8]| {
             let found: LogEntry = table.decode(&layout::log_entry(next.version), found)?;
             let is_ours = found.commit_id == commit_id;
             if is_ours {
-                *found_manifest.lock().unwrap_or_else(|e| e.into_inner()) = Some(found.manifest);
+                let root = attempt_root(&found).to_string();
+                *found_manifest.lock().unwrap_or_else(|e| e.into_inner()) = Some(root);
             }
             Ok(is_ours)
         };
@@ -176,12 +185,12 @@ async fn place(
         let named = found_manifest
             .into_inner()
             .unwrap_or_else(|e| e.into_inner())
-            .unwrap_or_else(|| entry.manifest.clone());
+            .unwrap_or_else(|| attempt_root(&entry).to_string());
         for (root, written) in tries.iter().filter(|(root, _)| *root != named) {
             tracing::debug!(table = %table.name, %root, "deleting the manifests of an attempt the log does not name");
             delete_files(table, written).await;
         }
-        let created = match named == entry.manifest {
+        let created = match named == attempt_root(&entry) {
             true => Some(Snapshot::new(table.clone(), entry, root)),
             false => match table.snapshot(next.version).await {
                 Ok(created) => Some(created),
@@ -194,7 +203,9 @@ async fn place(
                 }
             },
         };
-        if let Some(created) = created {
+        // A publish part is mirrored once decided (the publisher catches
+        // the mirror up), never as the no-op it reads as now.
+        if let (Some(created), None) = (created, &pending.txn) {
             crate::mirror::after_commit(table, Some(&head_snap), &created).await;
         }
         dropped.sort();
@@ -209,6 +220,12 @@ async fn place(
         table: table.name.clone(),
         attempts: table.options.max_commit_attempts,
     })
+}
+
+/// The root an attempt wrote: its entry's, or for a publish part the one
+/// the part commits (the entry's own is the head's until decided).
+fn attempt_root(entry: &LogEntry) -> &str {
+    entry.txn.as_ref().map_or(&entry.manifest, |t| &t.manifest)
 }
 
 /// Does `entry` (committed after our base) decide this commit? Returns

@@ -19,7 +19,8 @@ use crate::change_index::ChangeIndex;
 use crate::error::Result;
 use crate::format::{
     layout, month_key, DateRange, DimensionFiles, LogEntry, MonthManifest, MonthRef, Operation,
-    PartitionEntry, RootManifest, RunRef, FORMAT_SPANS, RUN_RETRY_WINDOW,
+    PartitionEntry, RootManifest, RunRef, TxnPart, TxnState, ENTRY_FORMAT_TXN, FORMAT_SPANS,
+    RUN_RETRY_WINDOW,
 };
 use crate::handle::TableInner;
 use crate::snapshot::Snapshot;
@@ -309,7 +310,7 @@ fn entry(
         Change::Schema(s) => schema_change = Some(s.to_string()),
         _ => {}
     }
-    LogEntry {
+    let mut entry = LogEntry {
         format,
         version: next.version,
         commit_id: next.commit_id,
@@ -328,5 +329,25 @@ fn entry(
         run: Some(pending.run.clone()),
         affected,
         change: schema_change,
+        // The head as read is resolved: a decided part there marks itself.
+        publish: head.entry().publish,
+        txn: None,
+    };
+    if let Some(txn) = &pending.txn {
+        // A publish part: the entry's own fields are the head's state (a
+        // commit changing nothing) until the warehouse decides it.
+        entry.txn = Some(TxnPart {
+            seq: txn.seq,
+            id: txn.id,
+            stage: txn.stage.clone(),
+            manifest: std::mem::replace(&mut entry.manifest, head.entry().manifest.clone()),
+            dates: std::mem::take(&mut entry.dates),
+            rows_added: std::mem::take(&mut entry.rows_added),
+            files_added: std::mem::take(&mut entry.files_added),
+            files_removed: std::mem::take(&mut entry.files_removed),
+            state: TxnState::Pending,
+        });
+        entry.format = ENTRY_FORMAT_TXN;
     }
+    entry
 }

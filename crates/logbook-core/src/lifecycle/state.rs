@@ -263,8 +263,26 @@ pub async fn status(
     from: Option<NaiveDate>,
     to: NaiveDate,
 ) -> Result<TableStatus> {
+    status_in(warehouse, table, None, from, to).await
+}
+
+/// [`status`] as a run inside `stage` sees the warehouse: the table and
+/// every input it read as the stage holds them (staged dates in place of
+/// the main line's, [`Snapshot::in_stage`]). After `orders_clean` is
+/// re-run in stage S, `revenue`'s dates that read the old rows are Stale
+/// here, and those re-run in S from the staged rows are Complete.
+pub async fn status_in(
+    warehouse: &Warehouse,
+    table: &str,
+    stage: Option<&str>,
+    from: Option<NaiveDate>,
+    to: NaiveDate,
+) -> Result<TableStatus> {
     let handle = warehouse.table(table).await?;
-    let snap = handle.latest().await?;
+    let snap = match stage {
+        Some(stage) => handle.latest().await?.in_stage(stage).await?,
+        None => handle.latest().await?,
+    };
     let props = snap.properties().clone();
     let first = match props.schedule_start {
         Some(start) => Some(start),
@@ -318,6 +336,7 @@ pub async fn status(
     let current_code = snap.current_code().await?;
     let mut inputs = Inputs::new(
         warehouse,
+        stage,
         first_dimension_reads(parts.values()),
         input_ranges(parts.values()),
     );
@@ -471,6 +490,8 @@ fn input_ranges<'p>(
 /// The other tables a partition read, opened once per status computation.
 struct Inputs<'a> {
     warehouse: &'a Warehouse,
+    /// Judging inside this stage: inputs read as it holds them.
+    stage: Option<&'a str>,
     /// Per dimension: the oldest version read (see [`first_dimension_reads`]).
     first_reads: HashMap<String, u64>,
     snapshots: HashMap<String, Option<Snapshot>>,
@@ -478,18 +499,21 @@ struct Inputs<'a> {
     changes: HashMap<String, Vec<(u64, Option<DateRange>)>>,
     /// Per partitioned input: the range of dates read (see [`input_ranges`]).
     ranges: HashMap<String, Option<(NaiveDate, NaiveDate)>>,
-    /// Per partitioned input: the version now of every partition in range.
-    versions: HashMap<String, BTreeMap<NaiveDate, u64>>,
+    /// Per partitioned input: the version now of every partition in range,
+    /// and the run that wrote it.
+    versions: HashMap<String, BTreeMap<NaiveDate, (u64, Option<String>)>>,
 }
 
 impl<'a> Inputs<'a> {
     fn new(
         warehouse: &'a Warehouse,
+        stage: Option<&'a str>,
         first_reads: HashMap<String, u64>,
         ranges: HashMap<String, Option<(NaiveDate, NaiveDate)>>,
     ) -> Self {
         Self {
             warehouse,
+            stage,
             first_reads,
             ranges,
             snapshots: HashMap::new(),
@@ -534,7 +558,10 @@ impl<'a> Inputs<'a> {
         }
         // An input that was since dropped cannot make anything stale.
         let snap = match self.warehouse.table(table).await {
-            Ok(t) => Some(t.latest().await?),
+            Ok(t) => match self.stage {
+                Some(stage) => Some(t.latest().await?.in_stage(stage).await?),
+                None => Some(t.latest().await?),
+            },
             Err(e) if e.kind() == crate::ErrorKind::NotFound => None,
             Err(e) => return Err(e),
         };
@@ -543,7 +570,10 @@ impl<'a> Inputs<'a> {
     }
 
     /// The versions now of `table`'s partitions in the range read (cached).
-    async fn partition_versions(&mut self, table: &str) -> Result<&BTreeMap<NaiveDate, u64>> {
+    async fn partition_versions(
+        &mut self,
+        table: &str,
+    ) -> Result<&BTreeMap<NaiveDate, (u64, Option<String>)>> {
         if !self.versions.contains_key(table) {
             let range = self.ranges.get(table).copied().flatten();
             let versions = match self.snapshot(table).await? {
@@ -552,7 +582,7 @@ impl<'a> Inputs<'a> {
                     None => snap.partitions().await?,
                 }
                 .into_iter()
-                .map(|p| (p.date, p.version))
+                .map(|p| (p.date, (p.version, p.run.map(|r| r.run_id))))
                 .collect(),
                 None => BTreeMap::new(),
             };
@@ -580,14 +610,22 @@ impl<'a> Inputs<'a> {
         let mut reasons = Vec::new();
         for date in &read {
             match versions.get(date) {
-                Some(v) if *v > input.version => {
-                    reasons.push(reason(*date, *v, InputChange::Replaced))
+                Some((v, run)) => {
+                    // A date read from a stage is fresh while its staged
+                    // run's partition is there (staged, or published since,
+                    // at a later version); any other is replaced.
+                    let replaced = match input.staged.get(date) {
+                        Some(staged) => run.as_ref() != Some(staged),
+                        None => *v > input.version,
+                    };
+                    if replaced {
+                        reasons.push(reason(*date, *v, InputChange::Replaced));
+                    }
                 }
-                Some(_) => {}
                 None => reasons.push(reason(*date, now_version, InputChange::Disappeared)),
             }
         }
-        for (date, v) in versions {
+        for (date, (v, _)) in versions {
             if *v > input.version
                 && !read.contains(date)
                 && input.asked.iter().any(|span| span.contains(*date))

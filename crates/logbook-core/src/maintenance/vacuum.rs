@@ -141,6 +141,13 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
         });
     }
     let inner = &table.inner;
+    // An undecided multi-table publish part at the head names manifests no
+    // version references until it is decided: decide it first (waiting for
+    // its publisher, then aborting it), so that what vacuum keeps is final.
+    let head = table.latest().await?;
+    if head.undecided_part().is_some() {
+        crate::publish::settle(inner, head.version(), None).await?;
+    }
     // A mirror left behind by a failure still shows files and needs the
     // manifests of the versions it has not mirrored: catch it up first, and
     // delete nothing if that fails.
@@ -171,6 +178,17 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     }
     let mut keep: HashSet<String> = staged_files(table).await?;
     let latest = table.latest().await?;
+    // A part landed since the settle above: its files are named only by
+    // its stage's records (which a drop may have removed) and by the part,
+    // which reads as nothing until decided. Delete nothing now.
+    if let Some(part) = latest.undecided_part() {
+        return Err(Error::PublishUndecided {
+            table: table.name().to_string(),
+            version: latest.version(),
+            seq: part.seq,
+            what: "vacuum".into(),
+        });
+    }
     // A file stays for the retention after the commit that stopped
     // referencing it (a replace, a compaction, or an expiry that moved the
     // oldest retained version past it): keep every version that was the

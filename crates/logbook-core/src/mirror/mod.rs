@@ -162,6 +162,16 @@ pub(crate) async fn sync(table: &Arc<TableInner>) -> Result<MirrorStatus> {
             } else {
                 table.snapshot(v).await?
             };
+            if next
+                .entry()
+                .txn
+                .as_ref()
+                .is_some_and(|t| t.state == crate::format::TxnState::Pending)
+            {
+                // An undecided multi-table publish part: mirrored once
+                // decided (by its publisher, or the next commit or sync).
+                return status_at(table, &head).await;
+            }
             if d == mirror.first {
                 write_version(table, d, first_base(table, d).await?, &next).await?;
             } else {

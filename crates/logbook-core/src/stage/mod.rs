@@ -22,11 +22,15 @@ use object_store::{ObjectStore, PutMode, PutOptions};
 use serde::Serialize;
 
 pub(crate) mod record;
+mod view;
+mod warehouse;
+
+pub use warehouse::{WarehousePublish, WarehouseStage};
 
 use record::{landed_publish, publish_run_id};
 pub use record::{StageInfo, StagedPartition};
 
-use crate::commit::{commit, Change, CommitInfo, PartitionChange, PendingCommit};
+use crate::commit::{commit, Change, CommitInfo, PartitionChange, PendingCommit, TxnStart};
 use crate::error::{Error, Result};
 use crate::format::{layout, DataFile, RunInfo};
 use crate::names::validate_run_id;
@@ -224,34 +228,55 @@ impl Stage {
             });
         }
         let staged = self.partitions().await?;
+        if !force {
+            self.check_unchanged(&staged).await?;
+        }
+        let info = self.commit_part(&staged, None, force).await?;
+        self.finish(&staged, info.version).await;
+        Ok(info)
+    }
+
+    /// Refuse (`StageConflict`) if a staged date was replaced on the main
+    /// line after the stage began.
+    pub(crate) async fn check_unchanged(&self, staged: &[StagedPartition]) -> Result<()> {
+        let table = &self.table;
+        let latest = table.latest().await?;
+        for p in staged {
+            if let Some(now) = latest.partition(p.date).await? {
+                if now.version > self.info.base_version {
+                    return Err(Error::StageConflict {
+                        table: table.name().to_string(),
+                        stage: self.info.name.clone(),
+                        date: p.date,
+                        base_version: self.info.base_version,
+                        winning_version: now.version,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Commit `staged` to the table: on its own, or as its part of the
+    /// multi-table publish `txn`. The commit re-checks from the stage's
+    /// base (from the head when `force`), so a main-line write racing the
+    /// publish is caught atomically too.
+    pub(crate) async fn commit_part(
+        &self,
+        staged: &[StagedPartition],
+        txn: Option<TxnStart>,
+        force: bool,
+    ) -> Result<CommitInfo> {
+        let table = &self.table;
         if staged.is_empty() {
             return Err(Error::InvalidInput {
                 table: table.name().to_string(),
                 reason: format!("stage {:?} has no staged dates to publish", self.info.name),
             });
         }
-        let latest = table.latest().await?;
-        if !force {
-            for p in &staged {
-                if let Some(now) = latest.partition(p.date).await? {
-                    if now.version > self.info.base_version {
-                        return Err(Error::StageConflict {
-                            table: table.name().to_string(),
-                            stage: self.info.name.clone(),
-                            date: p.date,
-                            base_version: self.info.base_version,
-                            winning_version: now.version,
-                        });
-                    }
-                }
-            }
-        }
-        // The commit re-checks from the stage's base, so a main-line write
-        // racing the publish is caught atomically too.
-        let base = if force {
-            latest.version()
-        } else {
-            self.info.base_version
+        let base = match force {
+            true => table.latest_version().await?,
+            false => self.info.base_version,
         };
         let changes = staged
             .iter()
@@ -266,8 +291,9 @@ impl Stage {
             })
             .collect();
         let run = RunInfo::new(publish_run_id(&self.info.name));
-        let pending = PendingCommit::new(base, run, Change::Publish(changes));
-        let info = commit(&table.inner, pending)
+        let mut pending = PendingCommit::new(base, run, Change::Publish(changes));
+        pending.txn = txn;
+        commit(&table.inner, pending)
             .await
             .map_err(|f| match f.error {
                 Error::PartitionConflict {
@@ -282,12 +308,19 @@ impl Stage {
                     winning_version,
                 },
                 e => e,
-            })?;
+            })
+    }
+
+    /// After the publish landed at `version`: record it in the stage, then
+    /// forget the stage's records (best effort; a later open or publish
+    /// of the stage finishes it, finding the publish in the log).
+    pub(crate) async fn finish(&self, staged: &[StagedPartition], version: u64) {
         let done = StageInfo {
-            published: Some(info.version),
+            published: Some(version),
             ..self.info.clone()
         };
-        if table
+        if self
+            .table
             .inner
             .put_json(&layout::stage_info(&self.info.name), &done)
             .await
@@ -295,7 +328,11 @@ impl Stage {
         {
             self.forget(staged.iter().map(|p| p.date)).await;
         }
-        Ok(info)
+    }
+
+    /// The table the stage belongs to.
+    pub fn table(&self) -> &Table {
+        &self.table
     }
 
     /// Delete date records of earlier stages of this name (best effort).
@@ -332,6 +369,19 @@ impl Stage {
     /// retentions): a publish racing the drop may have made them the
     /// table's, and only vacuum, reading the snapshots, can tell.
     pub async fn drop_stage(self) -> Result<usize> {
+        // A publish of this stage being decided still needs its records
+        // (vacuum keeps the files they name): refuse until it is decided.
+        let head = self.table.latest().await?;
+        if let Some(part) = head.undecided_part() {
+            if part.stage == self.info.name {
+                return Err(Error::PublishUndecided {
+                    table: self.table.name().to_string(),
+                    version: head.version(),
+                    seq: part.seq,
+                    what: format!("dropping stage {:?}", self.info.name),
+                });
+            }
+        }
         let staged = self.partitions().await?;
         self.forget(staged.iter().map(|p| p.date)).await;
         Ok(staged.len())

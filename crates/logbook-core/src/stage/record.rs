@@ -8,7 +8,7 @@ use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::format::{layout, DataFile, Operation, RunInfo};
+use crate::format::{layout, DataFile, Operation, RunInfo, TxnState};
 use crate::handle::TableInner;
 
 /// A stage's record.
@@ -64,8 +64,14 @@ pub(crate) async fn landed_publish(table: &TableInner, info: &StageInfo) -> Resu
     let run_id = publish_run_id(&info.name);
     let mut entries = std::pin::pin!(table.entries(info.base_version + 1..=head));
     while let Some(entry) = entries.try_next().await? {
+        // A multi-table publish's part counts once the warehouse decided
+        // it committed; an undecided or aborted one never landed.
         let ours = entry.operation == Operation::PublishStage
-            && entry.run.as_ref().is_some_and(|r| r.run_id == run_id);
+            && entry.run.as_ref().is_some_and(|r| r.run_id == run_id)
+            && entry
+                .txn
+                .as_ref()
+                .is_none_or(|t| t.state == TxnState::Committed);
         if ours {
             return Ok(Some(entry.version));
         }

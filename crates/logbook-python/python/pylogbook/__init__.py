@@ -363,3 +363,10 @@ class Warehouse:
     def log(self, table: str) -> List[Dict[str, Any]]:
         """Every commit of ``table``, as ``logbook log --json`` prints."""
         return _json.loads(self._w.log_json(table))
+
+    def publish_stage(self, name: str, force: bool = False) -> Dict[str, Any]:
+        """Publish stage ``name`` in every table holding it, as one: readers
+        see all of them change or none (``logbook stage publish NAME``).
+        Returns ``{"seq": N, "tables": {table: version}}`` (``seq`` is
+        ``None`` when one table held the stage)."""
+        return _json.loads(self._w.publish_stage_json(name, force))

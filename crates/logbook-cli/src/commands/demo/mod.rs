@@ -1,7 +1,9 @@
 //! The worked example: 90 days of orders, a customer who moves from Berlin
 //! to Munich mid-period, a nightly revenue job with a bug, and the fix
 //! backfilled twice: as the corrected original (dimensions as of each day)
-//! and as a restated history (today's dimensions).
+//! and as a restated history (today's dimensions). Then a chain
+//! (`chain.rs`): a cleaning job with a bug and two tables derived from it,
+//! fixed by re-running all three in one stage, published as one.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,15 +20,17 @@ use super::common::query_err;
 use super::CliError;
 use crate::input;
 
-const ORDERS: &str = include_str!("../../../../fixtures/worked/orders.csv");
+mod chain;
+
+const ORDERS: &str = include_str!("../../../../../fixtures/worked/orders.csv");
 const CUSTOMERS: [(&str, &str); 2] = [
     (
         "2026-01-01",
-        include_str!("../../../../fixtures/worked/customers-2026-01-01.csv"),
+        include_str!("../../../../../fixtures/worked/customers-2026-01-01.csv"),
     ),
     (
         "2026-02-15",
-        include_str!("../../../../fixtures/worked/customers-2026-02-15.csv"),
+        include_str!("../../../../../fixtures/worked/customers-2026-02-15.csv"),
     ),
 ];
 const FIRST_DAY: (i32, u32, u32) = (2026, 1, 1);
@@ -135,6 +139,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     );
 
     compare(&warehouse, nightly).await?;
+    chain::run(&warehouse, &days).await?;
     println!("\nTry: logbook partitions revenue_by_region --json | head -40");
     println!("     logbook sql \"SELECT * FROM asof('customers', DATE '2026-02-01')\"");
     Ok(())

@@ -1,0 +1,168 @@
+//! Multi-table publishes: what they cost, and what they cost everything
+//! else (issue #37's three figures, BENCHMARKS.md "Multi-table publish").
+//!
+//! `cargo bench --bench publish`. Tables live in `memory://` so the figures
+//! measure logbook's own work (the publish log, parts, resolution).
+//!
+//! - `commit/{none,publishes}`: opening a table and replacing one
+//!   partition, in a warehouse that has had no multi-table publish, and in
+//!   one where the table took part in 100 of them and its head is a
+//!   publish's part before each commit (the case that reads a decision).
+//! - `publish/{1,3}x90`: publishing a stage of 90 dates in one table, and
+//!   across three tables as one.
+//! - `query/{none,publishes}`: opening a table and reading one date, in a
+//!   warehouse with no publish and in one with 1,000 that included it.
+
+// Shared with the other benches; this one creates tables through a warehouse.
+#[allow(dead_code)]
+#[path = "support/mod.rs"]
+mod support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
+use logbook::{RunInfo, TableSchema, Warehouse};
+use support::*;
+
+const TABLES: [&str; 3] = ["a", "b", "c"];
+
+/// A warehouse of three tables with `dates` dates each; then `publishes`
+/// multi-table publishes of one date across all three.
+async fn warehouse(uri: &str, dates: u64, publishes: u64) -> Warehouse {
+    let wh = Warehouse::open(uri).unwrap();
+    for name in TABLES {
+        let schema = TableSchema::parse_spec(name, SPEC, "date").unwrap();
+        let t = wh.create_table(name, schema).await.unwrap();
+        for i in 0..dates {
+            replace(&t, day(i), &batches(day(i), 10), format!("{name}-{i}")).await;
+        }
+    }
+    for p in 0..publishes {
+        stage_all(&wh, &format!("p{p}"), &TABLES, 1, 10).await;
+        wh.stage(&format!("p{p}"))
+            .await
+            .unwrap()
+            .publish(true)
+            .await
+            .unwrap();
+    }
+    wh
+}
+
+/// Stage `dates` dates of `rows` rows in `tables` under stage `name`.
+async fn stage_all(wh: &Warehouse, name: &str, tables: &[&str], dates: u64, rows: usize) {
+    for t in tables {
+        let stage = wh.table(t).await.unwrap().stage(name).await.unwrap();
+        for i in 0..dates {
+            let mut w = stage
+                .replace_partition(day(i), RunInfo::new(format!("{name}-{t}-{i}")))
+                .await
+                .unwrap();
+            for b in batches(day(i), rows) {
+                w.write(&b).await.unwrap();
+            }
+            w.commit().await.unwrap();
+        }
+    }
+}
+
+fn publish_costs(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut group = c.benchmark_group("multi_publish");
+    group
+        .measurement_time(Duration::from_secs(5))
+        .sample_size(20);
+
+    // Single-table commits beside multi-table publishes: the setup leaves
+    // a decided part at the head (or a plain commit, for `none`), the
+    // timed routine is the commit alone.
+    // `elsewhere`: the setup publishes the other two tables (the same
+    // setup work, no part at this table's head): what the setup costs the
+    // routine, not the part.
+    for (label, publishes) in [("none", 0u64), ("publishes", 100), ("elsewhere", 100)] {
+        let wh = rt.block_on(warehouse(
+            &format!("memory://commit-{label}"),
+            10,
+            publishes,
+        ));
+        let n = AtomicU64::new(0);
+        let rows = batches(day(5), 10);
+        let other = batches(day(6), 10);
+        group.bench_function(BenchmarkId::new("commit", label), |b| {
+            b.iter_batched(
+                || {
+                    let i = n.fetch_add(1, Ordering::Relaxed);
+                    rt.block_on(async {
+                        match publishes {
+                            0 => {
+                                let t = wh.table("a").await.unwrap();
+                                replace(&t, day(6), &other, format!("x{i}")).await;
+                            }
+                            _ => {
+                                let tables = match label {
+                                    "elsewhere" => &TABLES[1..],
+                                    _ => &TABLES[..],
+                                };
+                                stage_all(&wh, &format!("x{i}"), tables, 1, 1).await;
+                                let stage = wh.stage(&format!("x{i}")).await.unwrap();
+                                stage.publish(true).await.unwrap();
+                            }
+                        }
+                        i
+                    })
+                },
+                |i| {
+                    // A writer opens the table, then commits (as `logbook write` does).
+                    rt.block_on(async {
+                        let t = wh.table("a").await.unwrap();
+                        replace(&t, day(5), &rows, format!("w{i}")).await
+                    })
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+
+    // Publishing 90 dates: one table, or three as one.
+    for tables in [1usize, 3] {
+        let n = AtomicU64::new(0);
+        let wh = rt.block_on(warehouse(&format!("memory://publish-{tables}"), 90, 0));
+        group.bench_function(BenchmarkId::new("publish", format!("{tables}x90")), |b| {
+            b.iter_batched(
+                || {
+                    let name = format!("s{}", n.fetch_add(1, Ordering::Relaxed));
+                    rt.block_on(stage_all(&wh, &name, &TABLES[..tables], 90, 10));
+                    name
+                },
+                |name| {
+                    rt.block_on(async {
+                        wh.stage(&name).await.unwrap().publish(true).await.unwrap()
+                    })
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+
+    // A one-table query after 1,000 multi-table publishes.
+    for (label, publishes) in [("none", 0u64), ("publishes", 1_000)] {
+        let uri = format!("memory://query-{label}");
+        let loc = rt
+            .block_on(warehouse(&uri, 10, publishes))
+            .location()
+            .clone();
+        group.bench_function(BenchmarkId::new("query", label), |b| {
+            b.to_async(&rt).iter(|| async {
+                let wh = Warehouse::new(loc.clone(), Default::default());
+                let t = wh.table("b").await.unwrap();
+                let s = t.latest().await.unwrap();
+                s.read_partition(day(0)).await.unwrap().len()
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, publish_costs);
+criterion_main!(benches);
