@@ -259,9 +259,11 @@ async fn a_write_in_progress_is_running_until_its_heartbeat_stops() {
     let t = wh.create_table("t", schema).await.unwrap();
     let d = date("2026-03-15");
     let mut w = t.replace_partition(d, RunInfo::new("slow")).await.unwrap();
-    let s = status(&wh, "t", Some(d), d).await;
-    // No commit yet and no schedule: nothing to show.
-    assert!(s.unwrap().dates.is_empty());
+    // No commit yet and no schedule: nothing to show, unless a date is
+    // asked for (dates asked for are dates to run).
+    assert!(status(&wh, "t", None, d).await.unwrap().dates.is_empty());
+    let s = status(&wh, "t", Some(d), d).await.unwrap();
+    assert_eq!(state(&s, "2026-03-15"), PartitionState::Running);
     t.alter(PropertiesChange {
         schedule_start: Some(d),
         ..Default::default()

@@ -22,6 +22,7 @@ mod pruning;
 mod query;
 mod read_cost;
 mod replace;
+mod run_budget;
 mod run_identity;
 mod schema_evolution;
 mod stage;

@@ -68,6 +68,9 @@ enum Command {
     Vacuum(commands::maintain::VacuumArgs),
     /// Catch a table's mirror (a Delta Lake log other engines read) up, or show how far behind it is.
     Mirror(commands::mirror::Args),
+    /// The warehouse's run budget (max backfill runs, production first) and the runs live now.
+    #[command(subcommand)]
+    Warehouse(commands::warehouse::Command),
     /// Audit, publish or drop a staged backfill.
     #[command(subcommand)]
     Stage(commands::stage::Command),
@@ -143,6 +146,7 @@ async fn run(cli: Cli) -> Result<(), commands::CliError> {
         Command::Vacuum(args) => commands::maintain::vacuum(&warehouse, args).await,
         Command::Mirror(args) => commands::mirror::run(&warehouse, args).await,
         Command::Stage(command) => commands::stage::run(&warehouse, command).await,
+        Command::Warehouse(command) => commands::warehouse::run(&warehouse, command).await,
         Command::Demo(args) => commands::demo::run(&warehouse, args).await,
         Command::Serve(args) => commands::serve::run(warehouse, args).await,
         Command::Ui(args) => commands::ui::run(warehouse, args).await,

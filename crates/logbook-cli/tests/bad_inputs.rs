@@ -511,3 +511,35 @@ bad!(
     |w| v(&["serve", "--token-file", &input(&w, "token", "\n")]),
     ["token file", "is empty"]
 );
+bad!(
+    a_backfill_budget_of_zero,
+    |w| v(&["warehouse", "set", "max-backfill-runs", "0"]),
+    ["max-backfill-runs", "at least 1"]
+);
+bad!(
+    a_negative_run_budget,
+    |w| v(&["warehouse", "set", "max-runs", "-1"]),
+    ["max-runs", "-1", "at least 1"]
+);
+bad!(
+    a_run_budget_that_is_not_a_number,
+    |w| v(&["warehouse", "set", "max-backfill-runs", "two"]),
+    ["max-backfill-runs", "\"two\""]
+);
+bad!(
+    a_lease_too_short_to_renew,
+    |w| v(&["warehouse", "set", "lease-ms", "5"]),
+    ["lease-ms", "at least 300"]
+);
+bad!(
+    a_pause_window_that_is_not_a_time,
+    |w| v(&[
+        "backfill",
+        "orders",
+        "--command",
+        "true",
+        "--pause-during",
+        "25:00-03:00"
+    ]),
+    ["--pause-during", "25:00-03:00"]
+);

@@ -101,6 +101,15 @@ pub enum Error {
         winning_version: u64,
     },
 
+    #[error(
+        "{what}: backfill slot {slot} (generation {generation}) is no longer this run's (its lease expired and another run took the slot over, or the slot was released); the run stopped without committing: run it again"
+    )]
+    SlotLost {
+        what: String,
+        slot: u32,
+        generation: u64,
+    },
+
     #[error("table {table}: key {key}: {reason}; nothing was committed")]
     DimensionInvariant {
         table: String,
@@ -252,7 +261,8 @@ impl Error {
             | PublishUndecided { .. }
             | Interrupted { .. }
             | StagedFileLost { .. }
-            | StagedFilesTaken { .. } => ErrorKind::Transient,
+            | StagedFilesTaken { .. }
+            | SlotLost { .. } => ErrorKind::Transient,
             TableNotFound { .. }
             | VersionNotFound { .. }
             | NoVersionAtTime { .. }

@@ -126,6 +126,45 @@ pub struct RunInfo {
     /// The query text, for runs defined by SQL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
+    /// Production or backfill (`None`: written before run classes; a
+    /// writer records its class, see [`RunClass`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<RunClass>,
+}
+
+/// Which kind of run a write is, for the warehouse's run budget
+/// (`crate::budget`): production runs go first and never wait for a slot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunClass {
+    /// A scheduled run of today's date: a write outside any stage that no
+    /// backfill launched.
+    #[default]
+    Production,
+    /// A run launched by `logbook backfill`, or any write into a stage.
+    Backfill,
+}
+
+impl std::fmt::Display for RunClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RunClass::Production => "production",
+            RunClass::Backfill => "backfill",
+        })
+    }
+}
+
+impl std::str::FromStr for RunClass {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "production" => Ok(RunClass::Production),
+            "backfill" => Ok(RunClass::Backfill),
+            other => Err(format!(
+                "unknown run class {other:?}: expected production or backfill"
+            )),
+        }
+    }
 }
 
 /// How a run resolves dimension tables.
@@ -653,6 +692,8 @@ pub struct PartitionSummary {
     pub code_version: Option<String>,
     /// `as-of`, `current`, or null when written without a run context.
     pub dimensions: Option<DimensionMode>,
+    /// Production or backfill, when the run recorded it.
+    pub class: Option<RunClass>,
     pub inputs: Vec<InputRead>,
 }
 
@@ -667,6 +708,7 @@ impl From<PartitionEntry> for PartitionSummary {
             run_id: p.run.as_ref().map(|r| r.run_id.clone()),
             code_version: p.run.as_ref().and_then(|r| r.code_version.clone()),
             dimensions: p.run.as_ref().and_then(|r| r.dimensions),
+            class: p.run.as_ref().and_then(|r| r.class),
             inputs: p.run.map(|r| r.inputs).unwrap_or_default(),
         }
     }
@@ -822,6 +864,21 @@ pub(crate) mod layout {
     pub const PUBLISHES_DIR: &str = "_logbook/publishes";
     /// Best-effort hint: the latest publish decided.
     pub const PUBLISHES_HINT: &str = "_logbook/publishes/_last";
+
+    /// The warehouse's run budget (relative to the warehouse root): a log
+    /// of settings versions, created with put-if-absent.
+    pub const BUDGET_DIR: &str = "_logbook/budget";
+    /// Best-effort hint: the latest budget version.
+    pub const BUDGET_HINT: &str = "_logbook/budget/_last";
+    /// Backfill slots (relative to the warehouse root): generation `gen`
+    /// of slot `k` is a lease, created with put-if-absent.
+    pub const SLOTS_DIR: &str = "_logbook/slots";
+    /// Generation `gen` of backfill slot `k`.
+    pub fn slot(k: u32, gen: u64) -> String {
+        format!("{SLOTS_DIR}/{k:04}/{gen:020}.json")
+    }
+    /// Live and waiting production runs (relative to the warehouse root).
+    pub const PRODUCTION_DIR: &str = "_logbook/production";
 
     /// A stage's own record.
     pub fn stage_info(name: &str) -> String {

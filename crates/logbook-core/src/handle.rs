@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use object_store::{ObjectStoreExt, PutPayload};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -351,25 +350,12 @@ impl TableInner {
         relative: &str,
         value: &T,
     ) -> Result<bool> {
-        let path = self.location.path(relative);
-        let payload = PutPayload::from(self.encode(value)?);
-        let create = object_store::PutOptions::from(object_store::PutMode::Create);
-        match self.location.store().put_opts(&path, payload, create).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
-            Err(e) => Err(Error::storage(&path, e)),
-        }
+        self.location.create_at(relative, self.encode(value)?).await
     }
 
     /// Put `bytes` (encoded JSON) at `relative`.
     pub(crate) async fn put(&self, relative: String, bytes: Bytes) -> Result<()> {
-        let path = self.location.path(&relative);
-        self.location
-            .store()
-            .put(&path, PutPayload::from(bytes))
-            .await
-            .map(|_| ())
-            .map_err(|e| Error::storage(&path, e))
+        self.location.put_at(&relative, bytes).await
     }
 }
 

@@ -57,6 +57,10 @@ pub struct RunMarker {
     /// A rewrite's own id, naming its marker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<String>,
+    /// Production or backfill (a write's; `None` for a rewrite, or a
+    /// marker written before run classes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<crate::format::RunClass>,
 }
 
 impl RunMarker {
@@ -320,6 +324,7 @@ impl Lease {
             dirs: vec![],
             rewrite: true,
             lease: Some(table.options.ids.next_id().to_string()),
+            class: None,
         };
         let held = Held {
             marker,
@@ -496,6 +501,7 @@ mod tests {
             dirs: vec![],
             rewrite: false,
             lease: None,
+            class: None,
         };
         let lease = RunMarker {
             dir: None,

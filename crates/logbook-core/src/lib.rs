@@ -14,6 +14,7 @@
 //! No query engine here: `logbook-datafusion` builds on this crate.
 
 pub mod answers;
+pub mod budget;
 pub mod change_index;
 pub mod clock;
 mod commit;
@@ -53,7 +54,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use format::{
     ColumnStats, DataFile, DateRange, DateSpan, DimensionMode, InputRead, LogEntry, Mirror,
     MirrorChange, MirrorFormat, Operation, PartitionEntry, PartitionSummary, PropertiesChange,
-    RunInfo, RunRef, TableProperties,
+    RunClass, RunInfo, RunRef, TableProperties,
 };
 pub use intent::RunMarker;
 pub use options::TableOptions;

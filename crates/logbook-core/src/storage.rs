@@ -229,6 +229,29 @@ impl StorageLocation {
         self.store.get(path).await?.bytes().await
     }
 
+    /// Put `bytes` at `relative` (overwriting); an error names the object.
+    pub(crate) async fn put_at(&self, relative: &str, bytes: bytes::Bytes) -> Result<()> {
+        let path = self.path(relative);
+        self.store
+            .put(&path, object_store::PutPayload::from(bytes))
+            .await
+            .map(|_| ())
+            .map_err(|e| Error::storage(&path, e))
+    }
+
+    /// Create `relative` holding `bytes` only if nothing is there yet
+    /// (put-if-absent): false if something was.
+    pub(crate) async fn create_at(&self, relative: &str, bytes: bytes::Bytes) -> Result<bool> {
+        let path = self.path(relative);
+        let create = object_store::PutOptions::from(object_store::PutMode::Create);
+        let payload = object_store::PutPayload::from(bytes);
+        match self.store.put_opts(&path, payload, create).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(Error::storage(&path, e)),
+        }
+    }
+
     /// Whether the object `path` exists: a `HEAD`, or for a local
     /// directory a `stat` on this thread (as [`StorageLocation::get_bytes`]).
     pub(crate) async fn exists(&self, path: &Path) -> object_store::Result<bool> {

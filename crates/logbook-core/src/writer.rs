@@ -7,11 +7,12 @@ use arrow_array::types::Date32Type;
 use arrow_array::{Array, RecordBatch};
 use chrono::NaiveDate;
 
+use crate::budget::SlotTicket;
 use crate::commit::{
     commit, Change, CommitInfo, ExpectedPartition, PartitionChange, PendingCommit,
 };
 use crate::error::{Error, Result};
-use crate::format::{layout, InputRead, RunInfo};
+use crate::format::{layout, InputRead, RunClass, RunInfo};
 use crate::handle::TableInner;
 use crate::intent::{self, RunMarker, MIN_RETENTION_MS};
 use crate::snapshot::Snapshot;
@@ -63,6 +64,9 @@ pub struct PartitionWriter {
     destination: Destination,
     /// What the partition must be when this write commits.
     expected: Option<ExpectedPartition>,
+    /// The backfill slot this run holds through its runner (checked right
+    /// before the commit, see [`crate::budget`]).
+    slot: Option<SlotTicket>,
 }
 
 impl std::fmt::Debug for PartitionWriter {
@@ -81,7 +85,7 @@ impl PartitionWriter {
         table: Arc<TableInner>,
         base: Snapshot,
         date: NaiveDate,
-        run: RunInfo,
+        mut run: RunInfo,
         destination: Destination,
     ) -> Result<Self> {
         let Some(partition_column) = base.schema().partition_column().map(str::to_string) else {
@@ -92,6 +96,12 @@ impl PartitionWriter {
         };
         let dir = layout::staging_dir(&partition_column, date, table.options.ids.next_id());
         let staged = StagedFiles::new(table.clone(), dir, base.schema(), base.properties());
+        // Every write into a stage is a backfill, whatever the caller said.
+        let class = match &destination {
+            Destination::Stage(_) => RunClass::Backfill,
+            Destination::MainLine => run.class.unwrap_or_default(),
+        };
+        run.class = Some(class);
         let now = table.options.clock.now_millis();
         let marker = RunMarker {
             date,
@@ -102,6 +112,7 @@ impl PartitionWriter {
             dirs: vec![],
             rewrite: false,
             lease: None,
+            class: Some(class),
         };
         Ok(Self {
             table,
@@ -116,6 +127,7 @@ impl PartitionWriter {
             stored_ms: now,
             destination,
             expected: None,
+            slot: None,
         })
     }
 
@@ -234,6 +246,15 @@ impl PartitionWriter {
     }
 
     /// The run this writer commits as.
+    /// Commit only while the backfill slot `ticket` is still this run's
+    /// runner's: a runner paused past its lease, whose slot another run
+    /// took over, gets `SlotLost` instead of a commit (`logbook backfill`
+    /// passes its ticket to the commands it launches).
+    pub fn within_slot(mut self, ticket: SlotTicket) -> Self {
+        self.slot = Some(ticket);
+        self
+    }
+
     pub fn run(&self) -> &RunInfo {
         &self.run
     }
@@ -312,6 +333,7 @@ impl PartitionWriter {
             marker,
             destination,
             expected,
+            slot,
             ..
         } = self;
         let files = match staged.finish().await {
@@ -321,6 +343,19 @@ impl PartitionWriter {
                 return Err(e);
             }
         };
+        // Last, right before the commit: is the runner's slot still ours?
+        if let Some(ticket) = slot {
+            let what = format!("table {}, partition {date}, run {}", table.name, run.run_id);
+            if let Err(e) = crate::budget::ticket_holds(&table.location, ticket, &what).await {
+                intent::clear(&table, &marker).await;
+                delete_files(
+                    &table,
+                    &files.iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
+                )
+                .await;
+                return Err(e);
+            }
+        }
         if let Destination::Stage(name) = destination {
             let partition = StagedPartition {
                 date,

@@ -6,8 +6,10 @@ use std::sync::Arc;
 use chrono::NaiveDate;
 use datafusion::execution::context::SessionContext;
 use futures::TryStreamExt;
+use logbook_core::budget::SlotTicket;
 use logbook_core::{
-    CommitInfo, Destination, DimensionMode, ExpectedPartition, PartitionWriter, RunInfo, Warehouse,
+    CommitInfo, Destination, DimensionMode, ExpectedPartition, PartitionWriter, RunClass, RunInfo,
+    Warehouse,
 };
 
 use crate::catalog::QueryOptions;
@@ -42,6 +44,7 @@ pub struct Run {
     pins: std::collections::HashMap<String, u64>,
     stage: Option<String>,
     expected: Option<ExpectedPartition>,
+    slot: Option<SlotTicket>,
 }
 
 /// The environment variable `logbook backfill --stage NAME` sets for the
@@ -63,7 +66,22 @@ impl Run {
             pins: Default::default(),
             stage: None,
             expected: None,
+            slot: None,
         }
+    }
+
+    /// Record the run as production (the default outside a stage) or
+    /// backfill (always, inside a stage).
+    pub fn class(mut self, class: RunClass) -> Self {
+        self.run.class = Some(class);
+        self
+    }
+
+    /// Commit only while this backfill slot is still the runner's (see
+    /// `PartitionWriter::within_slot`).
+    pub fn within_slot(mut self, ticket: SlotTicket) -> Self {
+        self.slot = Some(ticket);
+        self
     }
 
     /// Write into the named stage instead of the main line (see
@@ -174,6 +192,10 @@ impl Run {
             .await?;
         let writer = match self.expected {
             Some(e) => writer.expect(e),
+            None => writer,
+        };
+        let writer = match self.slot {
+            Some(ticket) => writer.within_slot(ticket),
             None => writer,
         };
         Ok(RunContext {

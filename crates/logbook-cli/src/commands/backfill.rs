@@ -1,18 +1,23 @@
 //! `logbook backfill`: run the user's command once per planned date, at most
-//! N at a time, chains strictly in order, production first.
+//! N at a time, chains strictly in order, production first: each date
+//! waits its turn in the warehouse's run budget (no production run live,
+//! a backfill slot free; see `logbook_core::budget`), and the commands run
+//! at the lowest CPU and I/O priority the OS gives.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::NaiveDate;
+use chrono::{NaiveDate, NaiveTime};
 use indicatif::{ProgressBar, ProgressStyle};
+use logbook_core::budget::{BackfillGate, Entry, SlotLease};
 use logbook_core::lifecycle::{self, PartitionState, PlanStep, Selection};
 use logbook_core::{ExpectedPartition, Stage, Table, Warehouse};
 use tokio::task::JoinSet;
 
 use super::common::{expect_env_value, Range, EXPECT_ENV};
+use super::turn::{CLASS_ENV, SLOT_ENV};
 use super::CliError;
 
 #[derive(Debug, clap::Args)]
@@ -43,6 +48,67 @@ pub struct Args {
     /// `logbook stage publish`. Dates already in the stage are skipped.
     #[arg(long)]
     stage: Option<String>,
+    /// Start no date during this daily window of the machine's local time
+    /// (`HH:MM-HH:MM`, may cross midnight): for the runner only, never for
+    /// a run's data. Dates already running go on.
+    #[arg(long, value_name = "HH:MM-HH:MM")]
+    pause_during: Option<Window>,
+    /// The CPU and I/O priority of the commands: `nice` (nice 19 and I/O
+    /// class idle), `idle` (the SCHED_IDLE scheduling class and I/O class
+    /// idle) or `normal`.
+    #[arg(long, default_value = "nice")]
+    priority: Priority,
+}
+
+/// A daily wall-clock window, `HH:MM-HH:MM`.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    from: NaiveTime,
+    to: NaiveTime,
+}
+
+impl std::str::FromStr for Window {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let parsed = s.split_once('-').and_then(|(a, b)| {
+            let time = |t: &str| NaiveTime::parse_from_str(t.trim(), "%H:%M").ok();
+            Some((time(a)?, time(b)?))
+        });
+        match parsed {
+            Some((from, to)) if from != to => Ok(Self { from, to }),
+            Some(_) => Err(format!("{s:?}: the window is empty (its start is its end)")),
+            None => Err(format!("{s:?}: expected HH:MM-HH:MM, e.g. 00:30-03:00")),
+        }
+    }
+}
+
+impl Window {
+    fn contains(&self, t: NaiveTime) -> bool {
+        match self.from < self.to {
+            true => self.from <= t && t < self.to,
+            // Across midnight.
+            false => t >= self.from || t < self.to,
+        }
+    }
+}
+
+impl std::fmt::Display for Window {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}-{}",
+            self.from.format("%H:%M"),
+            self.to.format("%H:%M")
+        )
+    }
+}
+
+/// How a backfill's commands are scheduled on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Priority {
+    Nice,
+    Idle,
+    Normal,
 }
 
 /// How one date ended.
@@ -92,7 +158,13 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
         return Ok(());
     }
     print_blocked(&plan);
+    if plan.steps.is_empty() {
+        println!("{}", why_none(&args, &status));
+        return Ok(());
+    }
     let table = warehouse.table(&args.table).await?;
+    let what = format!("backfill of {} (pid {})", args.table, std::process::id());
+    let mut gate = warehouse.backfill_gate(Some(&args.table), &what);
     let stage = match &args.stage {
         Some(name) => Some(table.stage(name).await?),
         None => None,
@@ -130,6 +202,14 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
                 bar.inc(1);
                 continue;
             }
+            // Its turn: no production run live, a slot free, outside the pause.
+            let Some(lease) =
+                wait_turn(&mut gate, step.date, args.pause_during, &bar, &stop).await?
+            else {
+                // Interrupted while waiting: the date was not started.
+                break;
+            };
+            bar.set_message(tally(&outcomes));
             let mut command = tokio::process::Command::new("sh");
             command
                 .arg("-c")
@@ -146,6 +226,12 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
                     expect_env_value(&args.table, step.date, expectation(before)),
                 ),
             };
+            command.env(CLASS_ENV, "backfill");
+            match &lease {
+                Some(l) => command.env(SLOT_ENV, l.ticket().to_string()),
+                None => command.env_remove(SLOT_ENV),
+            };
+            lower_priority(&mut command, args.priority);
             let date = step.date;
             running.spawn(async move {
                 let output = command
@@ -155,6 +241,10 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
                     .kill_on_drop(true)
                     .output()
                     .await;
+                // The date's slot is free again as soon as its command ends.
+                if let Some(l) = lease {
+                    l.release().await;
+                }
                 (date, output)
             });
         }
@@ -184,6 +274,108 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
         stop.load(Ordering::SeqCst),
         halted,
     )
+}
+
+/// Wait until `date` may start: outside the pause window, then through the
+/// warehouse's gate (production first, a slot). `None`: interrupted.
+async fn wait_turn(
+    gate: &mut BackfillGate,
+    date: NaiveDate,
+    pause: Option<Window>,
+    bar: &ProgressBar,
+    stop: &AtomicBool,
+) -> Result<Option<Option<SlotLease>>, CliError> {
+    while !stop.load(Ordering::SeqCst) {
+        if let Some(w) = pause {
+            if w.contains(chrono::Local::now().time()) {
+                bar.set_message(format!("paused during {w}: {date} starts after it"));
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                continue;
+            }
+        }
+        match gate.try_enter(Some(date)).await? {
+            Entry::Go(lease) => return Ok(Some(lease.map(SlotLease::keep_renewed))),
+            Entry::Wait(why) => {
+                bar.set_message(format!("{date} waits: {why}"));
+                tokio::time::sleep(gate.pause()).await;
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Lower the command's CPU and I/O priority (Linux; elsewhere, as is).
+fn lower_priority(command: &mut tokio::process::Command, priority: Priority) {
+    #[cfg(target_os = "linux")]
+    {
+        if priority == Priority::Normal {
+            return;
+        }
+        // SAFETY: between fork and exec the closure calls only
+        // async-signal-safe system calls and allocates nothing.
+        unsafe {
+            command.pre_exec(move || {
+                match priority {
+                    Priority::Idle => {
+                        let param = libc::sched_param { sched_priority: 0 };
+                        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+                    }
+                    _ => {
+                        libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+                    }
+                }
+                // I/O class idle: the disk only when nobody else wants it.
+                const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+                const IOPRIO_CLASS_IDLE: libc::c_long = 3;
+                libc::syscall(
+                    libc::SYS_ioprio_set,
+                    IOPRIO_WHO_PROCESS,
+                    0,
+                    IOPRIO_CLASS_IDLE << 13,
+                );
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (command, priority);
+}
+
+/// One line saying why the plan holds no date.
+fn why_none(args: &Args, status: &lifecycle::TableStatus) -> String {
+    let table = &args.table;
+    let to = args.range.to();
+    let (Some(first), Some(last)) = (status.dates.first(), status.dates.last()) else {
+        return match args.range.from {
+            Some(from) => format!("nothing to run: the range {from} to {to} of {table} holds no date"),
+            None => format!(
+                "nothing to run: {table} has no schedule start and no committed date, so the range has no first date: give --from"
+            ),
+        };
+    };
+    let (first, last) = (first.date, last.date);
+    let mut line = match args.only {
+        Selection::All => format!(
+            "nothing to run: every date of {table} from {first} to {last} is being written by a live run"
+        ),
+        only => {
+            let which = match only {
+                Selection::Stale => "stale or corrupt",
+                Selection::Missing => "missing",
+                _ => "missing, stale or corrupt",
+            };
+            format!(
+                "nothing to run: none of the {} dates of {table} from {first} to {last} is {which}; --only all recomputes them all",
+                status.dates.len()
+            )
+        }
+    };
+    if args.range.from.is_some_and(|f| f < first) {
+        line.push_str(&format!(
+            " (dates before {first}, the table's schedule start, are not due)"
+        ));
+    }
+    line
 }
 
 /// Say that a chain's plan stops at a running date.

@@ -18,7 +18,9 @@ pub mod serve;
 pub mod sql;
 pub mod stage;
 pub mod status;
+pub mod turn;
 pub mod ui;
+pub mod warehouse;
 pub mod write;
 
 use logbook_core::Warehouse;

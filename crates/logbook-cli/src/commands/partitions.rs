@@ -34,6 +34,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
             "bytes",
             "version",
             "run",
+            "class",
             "code",
             "dimensions",
         ],
@@ -46,6 +47,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
                     r.bytes.to_string(),
                     r.version.to_string(),
                     r.run_id.unwrap_or_default(),
+                    r.class.map(|c| c.to_string()).unwrap_or_default(),
                     r.code_version.unwrap_or_default(),
                     r.dimensions.map(|d| d.to_string()).unwrap_or_default(),
                 ]

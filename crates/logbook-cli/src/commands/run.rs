@@ -3,6 +3,7 @@ use logbook_core::{DimensionMode, ExpectedPartition, Warehouse};
 use logbook_datafusion::Run;
 
 use super::common::{expectation, parse_mode, query_err};
+use super::turn::Turn;
 use super::CliError;
 
 #[derive(Debug, clap::Args)]
@@ -40,7 +41,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     if let Some(v) = args.code_version {
         run = run.code_version(v);
     }
-    if let Some(id) = args.run_id {
+    if let Some(id) = &args.run_id {
         run = run.run_id(id);
     }
     if let Some(stage) = &args.stage {
@@ -49,7 +50,22 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     if let Some(e) = expectation(args.expect_version, &args.table, args.date)? {
         run = run.expect(e);
     }
-    let info = run.sql(&args.sql).await.map_err(query_err)?;
+    let run_id = args.run_id.as_deref().unwrap_or("(derived at commit)");
+    let turn = Turn::take(
+        warehouse,
+        &args.table,
+        args.date,
+        run_id,
+        args.stage.is_some(),
+    )
+    .await?;
+    run = run.class(turn.class);
+    if let Some(t) = turn.ticket {
+        run = run.within_slot(t);
+    }
+    let done = run.sql(&args.sql).await;
+    turn.end().await;
+    let info = done.map_err(query_err)?;
     if let Some(stage) = &info.staged {
         eprintln!(
             "staged table {}, partition {} in stage {stage}; publish with `logbook stage publish {} {stage}`",

@@ -49,7 +49,8 @@ pub async fn status(warehouse: &Warehouse, args: StatusArgs) -> Result<(), CliEr
     {
         print_detail(d);
     }
-    Ok(())
+    println!();
+    super::warehouse::print_live(warehouse).await
 }
 
 fn print_detail(d: &DateStatus) {
@@ -66,7 +67,12 @@ fn print_detail(d: &DateStatus) {
         } else {
             "running"
         };
-        println!("    {what} {}", r.marker.run_id);
+        let class = r
+            .marker
+            .class
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
+        println!("    {what}{class} {}", r.marker.run_id);
     }
 }
 

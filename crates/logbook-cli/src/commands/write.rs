@@ -1,9 +1,11 @@
 use std::path::PathBuf;
 
 use chrono::NaiveDate;
+use logbook_core::budget::SlotTicket;
 use logbook_core::{Destination, ExpectedPartition, PartitionWriter, RunInfo, Warehouse};
 
 use super::common::expectation;
+use super::turn::Turn;
 use super::CliError;
 use crate::input;
 
@@ -56,19 +58,16 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         logical_date: Some(args.date),
         ..RunInfo::default()
     };
-    let destination = Destination::from(args.stage.clone());
-    let writer = table
-        .write_partition(args.date, run.clone(), destination)
-        .await?;
-    let mut writer = match expectation(args.expect_version, table.name(), args.date)? {
-        Some(e) => writer.expect(e),
-        None => writer,
+    let expected = expectation(args.expect_version, table.name(), args.date)?;
+    let staged = args.stage.is_some();
+    let turn = Turn::take(&warehouse, table.name(), args.date, &run.run_id, staged).await?;
+    let run = RunInfo {
+        class: Some(turn.class),
+        ..run
     };
-    if let Err(e) = fill(&mut writer, &args.files, table.name()).await {
-        writer.abort().await?;
-        return Err(e);
-    }
-    let info = writer.commit().await?;
+    let written = write(&table, &args, run.clone(), expected, turn.ticket).await;
+    turn.end().await;
+    let info = written?;
     if let Some(stage) = &info.staged {
         eprintln!(
             "staged table {}, partition {} in stage {stage}; publish with `logbook stage publish {} {stage}`",
@@ -89,6 +88,29 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     }
     println!("{}", info.version);
     Ok(())
+}
+
+/// Write the files as the date's partition and commit.
+async fn write(
+    table: &logbook_core::Table,
+    args: &Args,
+    run: RunInfo,
+    expected: Option<ExpectedPartition>,
+    ticket: Option<SlotTicket>,
+) -> Result<logbook_core::CommitInfo, CliError> {
+    let destination = Destination::from(args.stage.clone());
+    let mut writer = table.write_partition(args.date, run, destination).await?;
+    if let Some(e) = expected {
+        writer = writer.expect(e);
+    }
+    if let Some(t) = ticket {
+        writer = writer.within_slot(t);
+    }
+    if let Err(e) = fill(&mut writer, &args.files, table.name()).await {
+        writer.abort().await?;
+        return Err(e);
+    }
+    Ok(writer.commit().await?)
 }
 
 /// Stream every file's rows into the writer.

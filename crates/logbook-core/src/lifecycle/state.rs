@@ -286,7 +286,12 @@ pub async fn status_in(
     let props = snap.properties().clone();
     let first = match props.schedule_start {
         Some(start) => Some(start),
-        None => snap.first_date().await?,
+        // No schedule declared: from the first date asked for or committed,
+        // whichever is earlier (dates asked for are dates to run).
+        None => match (from, snap.first_date().await?) {
+            (Some(f), Some(c)) => Some(f.min(c)),
+            (f, c) => f.or(c),
+        },
     };
     let Some(start) = first else {
         return Ok(TableStatus {

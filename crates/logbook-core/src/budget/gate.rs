@@ -1,0 +1,214 @@
+//! Where a backfill run waits its turn: production first, then a slot.
+
+use std::time::Duration;
+
+use chrono::NaiveDate;
+
+use crate::error::Result;
+use crate::warehouse::Warehouse;
+
+use super::slot::{try_claim, Look};
+use super::{Objects, Observer, ProductionRecord, SlotLease, SlotRecord};
+
+/// Why a backfill run may not start yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waiting {
+    /// Production runs are live or waiting, and production goes first.
+    Production(Vec<ProductionRecord>),
+    /// Every backfill slot is held (`max-backfill-runs`, or what
+    /// `max-runs` leaves beside the live production runs).
+    Slots {
+        capacity: u32,
+        held: Vec<SlotRecord>,
+        production: usize,
+    },
+}
+
+impl std::fmt::Display for Waiting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Waiting::Production(runs) => {
+                let first = &runs[0];
+                write!(
+                    f,
+                    "production first: {} of {} is {}",
+                    first.date,
+                    first.table,
+                    if first.waiting {
+                        "waiting to run"
+                    } else {
+                        "running"
+                    }
+                )?;
+                if runs.len() > 1 {
+                    write!(f, " (and {} more production runs)", runs.len() - 1)?;
+                }
+                Ok(())
+            }
+            Waiting::Slots {
+                capacity,
+                held,
+                production,
+            } => {
+                write!(f, "all {capacity} backfill slots are held")?;
+                if *production > 0 {
+                    write!(f, " ({production} production runs count against max-runs)")?;
+                }
+                if let Some(first) = held.first() {
+                    write!(f, ": {}", first.what)?;
+                    if held.len() > 1 {
+                        write!(f, " and {} more", held.len() - 1)?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What one look at the budget decided.
+#[derive(Debug)]
+pub enum Entry {
+    /// Start: holding this slot, or none when the budget sets no limit.
+    Go(Option<SlotLease>),
+    /// Not yet, for this reason.
+    Wait(Waiting),
+}
+
+/// A backfill runner's way through the warehouse's run budget. It keeps
+/// what it has seen of other holders' leases between looks: a lease
+/// expires only once this gate has seen it unchanged for its length.
+#[derive(Debug)]
+pub struct BackfillGate {
+    warehouse: Warehouse,
+    table: Option<String>,
+    what: String,
+    observer: Observer,
+    /// How long to wait between looks (a quarter of the latest lease).
+    pause_ms: u64,
+}
+
+impl Warehouse {
+    /// The gate backfill runs of `table` (if one) pass before they start;
+    /// `what` names the holder for people (`backfill of revenue, pid 42`).
+    pub fn backfill_gate(&self, table: Option<&str>, what: &str) -> BackfillGate {
+        BackfillGate {
+            warehouse: self.clone(),
+            table: table.map(str::to_string),
+            what: what.to_string(),
+            observer: Observer::new(self.options().clock.clone()),
+            pause_ms: 1_000,
+        }
+    }
+}
+
+/// The runs live in the warehouse now, by class, as one look finds them
+/// (a lease whose holder died shows until someone times it out).
+#[derive(Debug, Clone, Default)]
+pub struct LiveRuns {
+    /// Production runs announced (running or waiting).
+    pub production: Vec<ProductionRecord>,
+    /// Backfill slots held, by slot number.
+    pub backfill: Vec<(u32, SlotRecord)>,
+}
+
+impl Warehouse {
+    /// The runs live now: announced production runs and held backfill slots.
+    pub async fn live_runs(&self) -> Result<LiveRuns> {
+        let objects = Objects {
+            location: self.location().clone(),
+        };
+        let mut once = Observer::new(self.options().clock.clone());
+        let production = self.live_production(&mut once).await?;
+        let mut backfill = Vec::new();
+        for (k, gens) in super::slot::heads(&objects).await? {
+            let Some(&gen) = gens.last() else { continue };
+            let path = crate::format::layout::slot(k, gen);
+            if let Some(record) = objects.get_json::<SlotRecord>(&path).await? {
+                if !record.released {
+                    backfill.push((k, record));
+                }
+            }
+        }
+        Ok(LiveRuns {
+            production,
+            backfill,
+        })
+    }
+}
+
+impl BackfillGate {
+    /// How long to wait between looks (a quarter of the lease, 0.1 to 2 s).
+    pub fn pause(&self) -> Duration {
+        Duration::from_millis(self.pause_ms)
+    }
+
+    /// Look once: may a backfill run of `date` start now?
+    pub async fn try_enter(&mut self, date: Option<NaiveDate>) -> Result<Entry> {
+        let budget = self.warehouse.run_budget().await?;
+        self.pause_ms = (budget.lease_ms / 4).clamp(100, 2_000);
+        let production = match budget.production_first || budget.max_runs.is_some() {
+            true => self.warehouse.live_production(&mut self.observer).await?,
+            false => vec![],
+        };
+        if budget.production_first && !production.is_empty() {
+            return Ok(Entry::Wait(Waiting::Production(production)));
+        }
+        if !budget.limits_backfills() {
+            return Ok(Entry::Go(None));
+        }
+        let beside_production = budget
+            .max_runs
+            .map_or(u32::MAX, |m| m.saturating_sub(production.len() as u32));
+        let capacity = budget
+            .max_backfill_runs
+            .unwrap_or(u32::MAX)
+            .min(beside_production);
+        let request = SlotRecord {
+            holder: self.warehouse.options().ids.next_id().to_string(),
+            table: self.table.clone(),
+            date,
+            what: match date {
+                Some(d) => format!("{} ({d})", self.what),
+                None => self.what.clone(),
+            },
+            beat: 0,
+            lease_ms: budget.lease_ms,
+            started_ms: 0,
+            released: false,
+        };
+        let objects = Objects {
+            location: self.warehouse.location().clone(),
+        };
+        let clock = self.warehouse.options().clock.clone();
+        Ok(
+            match try_claim(&objects, capacity, &request, &mut self.observer, &clock).await? {
+                Look::Took(lease) => Entry::Go(Some(lease)),
+                Look::Full(held) => Entry::Wait(Waiting::Slots {
+                    capacity,
+                    held,
+                    production: production.len(),
+                }),
+            },
+        )
+    }
+
+    /// Wait until a backfill run of `date` may start; `on_wait` hears why
+    /// each time it must wait longer. The slot (if the budget limits
+    /// backfills) is renewed in the background until released.
+    pub async fn enter(
+        &mut self,
+        date: Option<NaiveDate>,
+        mut on_wait: impl FnMut(&Waiting),
+    ) -> Result<Option<SlotLease>> {
+        loop {
+            match self.try_enter(date).await? {
+                Entry::Go(lease) => return Ok(lease.map(SlotLease::keep_renewed)),
+                Entry::Wait(why) => {
+                    on_wait(&why);
+                    tokio::time::sleep(self.pause()).await;
+                }
+            }
+        }
+    }
+}

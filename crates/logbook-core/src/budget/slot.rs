@@ -1,0 +1,425 @@
+//! Backfill slots: leases created with put-if-absent, one generation at a
+//! time (the lifecycle and guarantee are the `budget` module's).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::NaiveDate;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::format::layout;
+
+use super::keeper::Keeper;
+use super::{encode, Objects, Observer};
+
+/// What a slot's generation says: who holds it, or that it was released.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotRecord {
+    /// The holder's own id (a lease, not a run: one runner may hold several).
+    pub holder: String,
+    /// The table and date the run is for, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date: Option<NaiveDate>,
+    /// Who holds it, for people: `backfill of revenue (pid 4242)`.
+    pub what: String,
+    /// Raised by every renewal: observers time the lease from its last change.
+    pub beat: u64,
+    pub lease_ms: u64,
+    /// When the holder claimed it (its clock; display only).
+    pub started_ms: i64,
+    /// The holder gave the slot back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub released: bool,
+}
+
+/// Which slot generation a run holds: how `logbook backfill` hands its
+/// slot to the command it launches (`LOGBOOK_SLOT=k/gen`), so the command
+/// can check, before it commits, that the slot is still the runner's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotTicket {
+    pub slot: u32,
+    pub generation: u64,
+}
+
+impl std::fmt::Display for SlotTicket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.slot, self.generation)
+    }
+}
+
+impl std::str::FromStr for SlotTicket {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let parsed = s
+            .split_once('/')
+            .and_then(|(k, g)| Some((k.parse().ok()?, g.parse().ok()?)));
+        let (slot, generation) = parsed.ok_or_else(|| Error::InvalidInput {
+            table: "(warehouse)".into(),
+            reason: format!("slot ticket {s:?}: expected SLOT/GENERATION, two whole numbers"),
+        })?;
+        Ok(Self { slot, generation })
+    }
+}
+
+/// Fail unless `ticket`'s slot is still at its generation (no successor:
+/// not taken over, not released). `what` names the run, for the error.
+pub async fn check_ticket(
+    warehouse: &crate::Warehouse,
+    ticket: SlotTicket,
+    what: &str,
+) -> Result<()> {
+    let objects = Objects {
+        location: warehouse.location().clone(),
+    };
+    holds(&objects, ticket, what).await
+}
+
+/// [`check_ticket`] for a writer of a table at `table` (its warehouse is
+/// the location above it).
+pub(crate) async fn ticket_holds(
+    table: &crate::StorageLocation,
+    ticket: SlotTicket,
+    what: &str,
+) -> Result<()> {
+    let location = table.parent().ok_or_else(|| Error::InvalidInput {
+        table: what.to_string(),
+        reason: "a backfill slot belongs to a warehouse, and this table is at a store's root"
+            .into(),
+    })?;
+    holds(&Objects { location }, ticket, what).await
+}
+
+async fn holds(objects: &Objects, ticket: SlotTicket, what: &str) -> Result<()> {
+    match superseded(objects, ticket.slot, ticket.generation).await? {
+        false => Ok(()),
+        true => Err(Error::SlotLost {
+            what: what.to_string(),
+            slot: ticket.slot,
+            generation: ticket.generation,
+        }),
+    }
+}
+
+/// Does slot `k` hold a generation after `generation`? One listing of the
+/// slot: successors delete the generations before them, so looking for
+/// `generation + 1` alone could miss a successor's successor.
+async fn superseded(objects: &Objects, k: u32, generation: u64) -> Result<bool> {
+    let dir = format!("{}/{k:04}/", layout::SLOTS_DIR);
+    let listed = objects.list(&dir).await?;
+    Ok(listed.iter().any(|path| {
+        path.rsplit('/')
+            .next()
+            .and_then(|leaf| leaf.strip_suffix(".json"))
+            .and_then(|g| g.parse::<u64>().ok())
+            .is_some_and(|g| g > generation)
+    }))
+}
+
+/// The latest generation of each slot, from one listing.
+pub(crate) async fn heads(objects: &Objects) -> Result<BTreeMap<u32, Vec<u64>>> {
+    let mut slots: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for path in objects.list(layout::SLOTS_DIR).await? {
+        let parsed = path
+            .strip_prefix(layout::SLOTS_DIR)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .and_then(|rest| rest.strip_suffix(".json"))
+            .and_then(|rest| rest.split_once('/'))
+            .and_then(|(k, g)| Some((k.parse::<u32>().ok()?, g.parse::<u64>().ok()?)));
+        if let Some((k, gen)) = parsed {
+            slots.entry(k).or_default().push(gen);
+        }
+    }
+    for gens in slots.values_mut() {
+        gens.sort_unstable();
+    }
+    Ok(slots)
+}
+
+/// What one look at the slots found.
+pub(crate) enum Look {
+    /// This claimant now holds a slot.
+    Took(SlotLease),
+    /// Every slot below the capacity is held, by these.
+    Full(Vec<SlotRecord>),
+}
+
+/// Try once to take one of slots `0..capacity` for `request`.
+pub(crate) async fn try_claim(
+    objects: &Objects,
+    capacity: u32,
+    request: &SlotRecord,
+    observer: &mut Observer,
+    clock: &Arc<dyn Clock>,
+) -> Result<Look> {
+    let slots = heads(objects).await?;
+    let mut held = Vec::new();
+    for k in 0..capacity {
+        let gens = slots.get(&k).map(Vec::as_slice).unwrap_or_default();
+        let next = match gens.last() {
+            None => 0,
+            Some(&gen) => {
+                let path = layout::slot(k, gen);
+                match objects.get_json::<SlotRecord>(&path).await? {
+                    // Replaced meanwhile: the next look sees its successor.
+                    None => continue,
+                    Some(found) if found.released => gen + 1,
+                    Some(found) if observer.expired(&path, found.beat, found.lease_ms) => {
+                        tracing::warn!(slot = k, generation = gen, holder = %found.what, "a backfill slot's lease expired; taking it over");
+                        gen + 1
+                    }
+                    Some(found) => {
+                        held.push(found);
+                        continue;
+                    }
+                }
+            }
+        };
+        let now = clock.now_millis();
+        let mut record = request.clone();
+        record.started_ms = now;
+        record.beat = 0;
+        let path = layout::slot(k, next);
+        if objects.create(&path, encode(&path, &record)?).await? {
+            // Earlier generations are history now (best effort: a listing
+            // finds the latest whatever is left).
+            for &old in gens {
+                let _ = objects.delete(&layout::slot(k, old)).await;
+            }
+            return Ok(Look::Took(SlotLease::new(
+                objects.clone(),
+                k,
+                next,
+                record,
+                now,
+                clock.clone(),
+            )));
+        }
+    }
+    Ok(Look::Full(held))
+}
+
+/// What the holder knows of its own lease.
+#[derive(Debug)]
+struct Renewals {
+    lease_ms: u64,
+    /// When the last two renewals that landed were sent (the claim counts).
+    sent: Mutex<(i64, i64)>,
+    /// A renewal found a successor: the slot is someone else's.
+    lost: AtomicBool,
+}
+
+impl Renewals {
+    fn landed(&self, sent_ms: i64) {
+        let mut sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
+        *sent = (sent.1, sent_ms);
+    }
+
+    /// Until when no observer can have timed the lease out: an observer
+    /// that last saw the beat before the latest started timing it no
+    /// earlier than that beat was sent.
+    fn safe_until(&self) -> i64 {
+        let sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
+        sent.0 + self.lease_ms as i64
+    }
+}
+
+/// A held backfill slot. Renew it ([`SlotLease::keep_renewed`] for a
+/// background renewal, [`SlotLease::renew`] by hand), check it before
+/// committing, release it at the end (dropping it without releasing
+/// leaves it to expire).
+#[derive(Debug)]
+pub struct SlotLease {
+    objects: Objects,
+    slot: u32,
+    generation: u64,
+    record: Arc<Mutex<SlotRecord>>,
+    renewals: Arc<Renewals>,
+    clock: Arc<dyn Clock>,
+    keeper: Option<Keeper>,
+}
+
+impl SlotLease {
+    fn new(
+        objects: Objects,
+        slot: u32,
+        generation: u64,
+        record: SlotRecord,
+        claimed_ms: i64,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let renewals = Renewals {
+            lease_ms: record.lease_ms,
+            sent: Mutex::new((claimed_ms, claimed_ms)),
+            lost: AtomicBool::new(false),
+        };
+        Self {
+            objects,
+            slot,
+            generation,
+            record: Arc::new(Mutex::new(record)),
+            renewals: Arc::new(renewals),
+            clock,
+            keeper: None,
+        }
+    }
+
+    /// The ticket a launched command checks (see [`check_ticket`]).
+    pub fn ticket(&self) -> SlotTicket {
+        SlotTicket {
+            slot: self.slot,
+            generation: self.generation,
+        }
+    }
+
+    /// Renew every third of the lease from now on, on the lease keeper's
+    /// own runtime (see `keeper`), until released or dropped.
+    pub fn keep_renewed(mut self) -> Self {
+        let every = Duration::from_millis((self.renewals.lease_ms / 3).max(1));
+        let (objects, record, renewals, clock) = (
+            self.objects.clone(),
+            self.record.clone(),
+            self.renewals.clone(),
+            self.clock.clone(),
+        );
+        let (slot, generation) = (self.slot, self.generation);
+        self.keeper = Some(Keeper::spawn(every, move || {
+            let (objects, record, renewals, clock) = (
+                objects.clone(),
+                record.clone(),
+                renewals.clone(),
+                clock.clone(),
+            );
+            async move {
+                match renew(
+                    &objects,
+                    slot,
+                    generation,
+                    &record,
+                    &renewals,
+                    clock.as_ref(),
+                )
+                .await
+                {
+                    Ok(()) => true,
+                    // Lost: nothing left to renew.
+                    Err(Error::SlotLost { .. }) => false,
+                    // A failed renewal is tried again next tick; the
+                    // holder's `ensure_held` counts only renewals that landed.
+                    Err(e) => {
+                        tracing::warn!(slot, error = %e, "could not renew a backfill slot");
+                        true
+                    }
+                }
+            }
+        }));
+        self
+    }
+
+    /// Renew now: raise the beat, then look for a successor.
+    pub async fn renew(&self) -> Result<()> {
+        renew(
+            &self.objects,
+            self.slot,
+            self.generation,
+            &self.record,
+            &self.renewals,
+            self.clock.as_ref(),
+        )
+        .await
+    }
+
+    /// Fail (`SlotLost`) if the slot is no longer this holder's: a
+    /// successor exists, or no renewal landed for long enough that an
+    /// observer may have timed the lease out. Call it right before a commit.
+    pub async fn ensure_held(&self) -> Result<()> {
+        let what = self.describe();
+        let lost = Error::SlotLost {
+            what: what.clone(),
+            slot: self.slot,
+            generation: self.generation,
+        };
+        if self.clock.now_millis() >= self.renewals.safe_until() {
+            // Back from a pause longer than the lease: an observer may have
+            // timed it out and be taking it over; it stays lost.
+            self.renewals.lost.store(true, Ordering::SeqCst);
+        }
+        if self.renewals.lost.load(Ordering::SeqCst) {
+            return Err(lost);
+        }
+        match superseded(&self.objects, self.slot, self.generation).await? {
+            true => Err(lost),
+            false => Ok(()),
+        }
+    }
+
+    /// Give the slot back: create the successor saying released (nothing
+    /// happens if someone took it over), then delete this generation.
+    pub async fn release(mut self) {
+        self.keeper = None;
+        let mut record = self.describe_record();
+        record.released = true;
+        record.beat += 1;
+        let next = layout::slot(self.slot, self.generation + 1);
+        let released = match encode(&next, &record) {
+            Ok(bytes) => self.objects.create(&next, bytes).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = released {
+            tracing::warn!(slot = self.slot, error = %e, "could not release a backfill slot; it expires instead");
+            return;
+        }
+        let _ = self
+            .objects
+            .delete(&layout::slot(self.slot, self.generation))
+            .await;
+    }
+
+    fn describe_record(&self) -> SlotRecord {
+        self.record
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn describe(&self) -> String {
+        self.describe_record().what
+    }
+}
+
+async fn renew(
+    objects: &Objects,
+    slot: u32,
+    generation: u64,
+    record: &Mutex<SlotRecord>,
+    renewals: &Renewals,
+    clock: &dyn Clock,
+) -> Result<()> {
+    let path = layout::slot(slot, generation);
+    let bytes = {
+        let mut record = record.lock().unwrap_or_else(|e| e.into_inner());
+        record.beat += 1;
+        encode(&path, &*record)?
+    };
+    let sent = clock.now_millis();
+    objects.put(&path, bytes).await?;
+    renewals.landed(sent);
+    if superseded(objects, slot, generation).await? {
+        renewals.lost.store(true, Ordering::SeqCst);
+        return Err(Error::SlotLost {
+            what: record
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .what
+                .clone(),
+            slot,
+            generation,
+        });
+    }
+    Ok(())
+}
