@@ -186,6 +186,13 @@ pub(crate) async fn try_claim(
         record.beat = 0;
         let path = layout::slot(k, next);
         if objects.create(&path, encode(&path, &record)?).await? {
+            // Generations are deleted once superseded, so a claimant that
+            // listed long ago can create one again: only the slot's latest
+            // generation is held.
+            if superseded(objects, k, next).await? {
+                let _ = objects.delete(&path).await;
+                continue;
+            }
             // Earlier generations are history now (best effort: a listing
             // finds the latest whatever is left).
             for &old in gens {
