@@ -134,7 +134,7 @@ async fn an_expired_lease_is_reclaimed_and_a_renewed_one_is_not() {
     holder.release().await;
     let live = wh.live_runs().await.unwrap();
     assert_eq!(live.backfill.len(), 1, "{live:?}");
-    assert!(live.backfill[0].1.what.contains("claimant"));
+    assert!(live.backfill[0].1.record.what.contains("claimant"));
     taken.ensure_held().await.unwrap();
 }
 
@@ -305,7 +305,7 @@ async fn markers_and_commits_record_the_class() {
     let mut p = t.replace_partition(d3, RunInfo::new("p")).await.unwrap();
     p.write(&batch(d3, 0..3, "p")).await.unwrap();
     // Live: each marker says its class.
-    let status = logbook::lifecycle::status(&wh, "t", Some(d1), d3)
+    let status = logbook::lifecycle::status_asked(&wh, "t", None, Some(d1), d3)
         .await
         .unwrap();
     let class_of = |day| {
@@ -350,4 +350,67 @@ async fn a_budget_of_zero_is_refused() {
     let kept = wh.run_budget().await.unwrap();
     assert_eq!(kept.max_backfill_runs, Some(2));
     assert_eq!(kept.lease_ms, 30_000);
+}
+
+/// Every held slot counts against the budget, also one numbered above a
+/// budget that shrank: a freed lower slot is not handed out while the
+/// higher one is still held.
+#[tokio::test]
+async fn slots_held_above_a_shrunk_budget_still_count() {
+    let (store, clock) = world();
+    let wh = process(&store, &clock);
+    budget(&wh, 2, 60_000).await;
+    let first = take(&wh, "first").await.unwrap();
+    let second = take(&wh, "second").await.unwrap();
+    assert_eq!((first.ticket().slot, second.ticket().slot), (0, 1));
+    wh.set_run_budget(|b| b.max_backfill_runs = Some(1))
+        .await
+        .unwrap();
+    first.release().await;
+    let mut gate = process(&store, &clock).backfill_gate(None, "third");
+    match gate.try_enter(None).await.unwrap() {
+        Entry::Wait(Waiting::Slots {
+            capacity: 1, held, ..
+        }) => {
+            assert_eq!(held.len(), 1);
+            assert!(held[0].what.contains("second"));
+        }
+        other => panic!("{other:?}"),
+    }
+    second.release().await;
+    match gate.try_enter(None).await.unwrap() {
+        Entry::Go(Some(lease)) => assert_eq!(lease.ticket().slot, 0),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A holder renewing in the background learns that it lost the slot (a
+/// claimant took it over after watching it unchanged for a lease): what
+/// the runner stops its command on.
+#[tokio::test]
+async fn a_renewing_holder_learns_it_lost_the_slot() {
+    let (store, clock) = world();
+    let wh = process(&store, &clock);
+    budget(&wh, 1, 1_000).await;
+    let holder = take(&wh, "holder").await.unwrap().keep_renewed();
+    let lost = holder.lost();
+    let mut claimant = process(&store, &clock).backfill_gate(None, "claimant");
+    assert!(matches!(
+        claimant.try_enter(None).await.unwrap(),
+        Entry::Wait(_)
+    ));
+    clock.advance(1_000);
+    let taken = loop {
+        match claimant.try_enter(None).await.unwrap() {
+            Entry::Go(Some(lease)) => break lease,
+            // The holder renewed meanwhile (its keeper ticks every 333 ms
+            // of real time): watch it for a lease again.
+            _ => clock.advance(1_000),
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), lost)
+        .await
+        .expect("the holder's keeper found the successor");
+    assert!(holder.ensure_held().await.is_err());
+    taken.ensure_held().await.unwrap();
 }

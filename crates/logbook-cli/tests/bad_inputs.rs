@@ -529,7 +529,7 @@ bad!(
 bad!(
     a_lease_too_short_to_renew,
     |w| v(&["warehouse", "set", "lease-ms", "5"]),
-    ["lease-ms", "at least 300"]
+    ["lease-ms", "at least 1000"]
 );
 bad!(
     a_pause_window_that_is_not_a_time,

@@ -11,6 +11,13 @@ use uuid::Uuid;
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Milliseconds since 1970-01-01T00:00:00Z.
     fn now_millis(&self) -> i64;
+
+    /// Milliseconds since some fixed moment of this process, never going
+    /// back or jumping with the wall clock: what leases are timed with
+    /// (the run budget's). A test clock's is its wall time.
+    fn elapsed_millis(&self) -> i64 {
+        self.now_millis()
+    }
 }
 
 /// The system clock.
@@ -21,6 +28,14 @@ impl Clock for SystemClock {
     #[allow(clippy::disallowed_methods)]
     fn now_millis(&self) -> i64 {
         chrono::Utc::now().timestamp_millis()
+    }
+
+    fn elapsed_millis(&self) -> i64 {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        START
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_millis() as i64
     }
 }
 

@@ -5,6 +5,7 @@
 
 use std::sync::{Mutex, TryLockError};
 
+use logbook_core::budget::Turn;
 use logbook_datafusion::run::RunContext;
 use pyo3::prelude::*;
 use pyo3_arrow::input::AnyRecordBatch;
@@ -18,12 +19,23 @@ use crate::streams;
 #[pyclass(module = "pylogbook._native", frozen)]
 pub struct Run {
     context: Mutex<Option<RunContext>>,
+    /// The run's turn in the warehouse's run budget, ended with the run.
+    turn: Mutex<Option<Turn>>,
 }
 
 impl Run {
-    pub(crate) fn new(context: RunContext) -> Self {
+    pub(crate) fn new(context: RunContext, turn: Turn) -> Self {
         Self {
             context: Mutex::new(Some(context)),
+            turn: Mutex::new(Some(turn)),
+        }
+    }
+
+    /// The run is over: end its turn (once).
+    fn end_turn(&self, py: Python<'_>) {
+        let turn = self.turn.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(turn) = turn {
+            wait(py, || turn.end());
         }
     }
 
@@ -94,14 +106,18 @@ impl Run {
     /// already_committed, run_id)`.
     fn commit(&self, py: Python<'_>) -> PyResult<(u64, bool, String)> {
         let rc = self.take()?;
-        let (info, run) = wait(py, || rc.commit_run()).map_err(errors::query)?;
+        let committed = wait(py, || rc.commit_run());
+        self.end_turn(py);
+        let (info, run) = committed.map_err(errors::query)?;
         Ok((info.version, info.already_committed, run.run_id))
     }
 
     /// Give up: nothing is committed and the staged files are deleted.
     fn abort(&self, py: Python<'_>) -> PyResult<()> {
         let rc = self.take()?;
-        wait(py, || rc.writer.abort()).map_err(errors::core)
+        let aborted = wait(py, || rc.writer.abort());
+        self.end_turn(py);
+        aborted.map_err(errors::core)
     }
 }
 
@@ -117,6 +133,14 @@ impl Drop for Run {
             .take();
         if let Some(rc) = context {
             let _ = crate::runtime::wait_here(rc.writer.abort());
+        }
+        let turn = self
+            .turn
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(turn) = turn {
+            crate::runtime::wait_here(turn.end());
         }
     }
 }

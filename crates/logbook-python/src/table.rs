@@ -1,8 +1,9 @@
 //! `Table`: replace a partition, change a dimension, read any version.
 
 use chrono::NaiveDate;
+use logbook_core::budget::{Launched, SlotTicket, Turn};
 use logbook_core::clock::{IdGenerator, UuidV7};
-use logbook_core::{Destination, ExpectedPartition, PartitionSummary, RunInfo};
+use logbook_core::{Destination, ExpectedPartition, PartitionSummary, RunClass, RunInfo};
 use pyo3::prelude::*;
 use pyo3_arrow::input::AnyRecordBatch;
 use pyo3_arrow::{PyRecordBatchReader, PySchema};
@@ -16,11 +17,13 @@ use crate::streams;
 #[pyclass(module = "pylogbook._native", frozen)]
 pub struct Table {
     inner: logbook_core::Table,
+    /// Its warehouse: a write's turn in the run budget is taken there.
+    warehouse: logbook_core::Warehouse,
 }
 
 impl Table {
-    pub(crate) fn new(inner: logbook_core::Table) -> Self {
-        Self { inner }
+    pub(crate) fn new(inner: logbook_core::Table, warehouse: logbook_core::Warehouse) -> Self {
+        Self { inner, warehouse }
     }
 
     async fn snapshot(&self, version: Option<u64>) -> logbook_core::Result<logbook_core::Snapshot> {
@@ -85,7 +88,10 @@ impl Table {
     /// In stage `stage`, the partition is staged instead (published later
     /// with `logbook stage publish`). Returns `(version, already_committed,
     /// run_id)`.
-    #[pyo3(signature = (date, data, run_id=None, code_version=None, job=None, expect_version=None, stage=None))]
+    /// `run_class` (`production` unless given; a write into a stage is a
+    /// backfill) and `slot` (the backfill slot its runner holds) take the
+    /// write's turn in the warehouse's run budget.
+    #[pyo3(signature = (date, data, run_id=None, code_version=None, job=None, expect_version=None, stage=None, run_class=None, slot=None))]
     #[allow(clippy::too_many_arguments)]
     fn replace_partition(
         &self,
@@ -97,6 +103,8 @@ impl Table {
         job: Option<String>,
         expect_version: Option<&str>,
         stage: Option<String>,
+        run_class: Option<&str>,
+        slot: Option<&str>,
     ) -> PyResult<(u64, bool, String)> {
         let date = parse_date("date", date)?;
         let expected = expect_version
@@ -110,19 +118,20 @@ impl Table {
             ..RunInfo::default()
         };
         let run_id = run.run_id.clone();
-        let t = &self.inner;
-        let mut writer = wait(py, || {
-            t.write_partition(date, run, Destination::from(stage))
+        let launched = launched(run_class, slot)?;
+        let (wh, name, staged) = (&self.warehouse, self.inner.name(), stage.is_some());
+        let turn = wait(py, || {
+            Turn::take(wh, name, date, &run_id, staged, launched, |_| {})
         })
         .map_err(errors::core)?;
-        if let Some(e) = expected {
-            writer = writer.expect(e);
-        }
-        if let Err(e) = streams::write_all(py, &mut writer, data) {
-            wait(py, || writer.abort()).map_err(errors::core)?;
-            return Err(e);
-        }
-        let info = wait(py, || writer.commit()).map_err(errors::core)?;
+        let run = RunInfo {
+            class: Some(turn.class),
+            ..run
+        };
+        let ticket = turn.ticket;
+        let written = self.write(py, date, run, stage, expected, ticket, data);
+        wait(py, || turn.end());
+        let info = written?;
         Ok((info.version, info.already_committed, run_id))
     }
 
@@ -206,6 +215,56 @@ enum Change {
     Upsert,
     Delete,
     Snapshot,
+}
+
+impl Table {
+    /// Write `data` as `date`'s partition and commit (or abort on failure).
+    #[allow(clippy::too_many_arguments)]
+    fn write(
+        &self,
+        py: Python<'_>,
+        date: NaiveDate,
+        run: RunInfo,
+        stage: Option<String>,
+        expected: Option<ExpectedPartition>,
+        ticket: Option<SlotTicket>,
+        data: AnyRecordBatch,
+    ) -> PyResult<logbook_core::CommitInfo> {
+        let t = &self.inner;
+        let mut writer = wait(py, || {
+            t.write_partition(date, run, Destination::from(stage))
+        })
+        .map_err(errors::core)?;
+        if let Some(e) = expected {
+            writer = writer.expect(e);
+        }
+        if let Some(t) = ticket {
+            writer = writer.within_slot(t);
+        }
+        if let Err(e) = streams::write_all(py, &mut writer, data) {
+            wait(py, || writer.abort()).map_err(errors::core)?;
+            return Err(e);
+        }
+        wait(py, || writer.commit()).map_err(errors::core)
+    }
+}
+
+/// How a run was launched, from the class and slot `logbook backfill`
+/// hands its commands (`backfill`, and `SLOT/GENERATION` when the budget
+/// limits backfills: the runner took their turn) or the caller's class
+/// (`production` by default).
+pub(crate) fn launched(class: Option<&str>, slot: Option<&str>) -> PyResult<Launched> {
+    let class = class
+        .map(|c| c.parse::<RunClass>().map_err(errors::invalid))
+        .transpose()?;
+    let ticket = slot
+        .map(str::parse::<SlotTicket>)
+        .transpose()
+        .map_err(errors::core)?;
+    Ok(match (class, ticket) {
+        (Some(RunClass::Backfill), t) | (None, t @ Some(_)) => Launched::ByRunner(t),
+        (class, _) => Launched::Alone(class.unwrap_or_default()),
+    })
 }
 
 impl Table {

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use logbook_core::budget::Turn;
 use logbook_core::lifecycle::{self, Selection};
 use logbook_core::{ExpectedPartition, TableProperties, TableSchema};
 use logbook_datafusion::{session, QueryOptions, Run as RustRun};
@@ -15,7 +16,7 @@ use crate::errors;
 use crate::run::Run;
 use crate::runtime::wait;
 use crate::streams;
-use crate::table::Table;
+use crate::table::{launched, Table};
 
 /// A warehouse: a directory or bucket prefix holding tables.
 #[pyclass(module = "pylogbook._native", frozen)]
@@ -106,13 +107,13 @@ impl Warehouse {
                 .create_table_with_properties(name, schema, properties)
         })
         .map_err(errors::core)?;
-        Ok(Table::new(table))
+        Ok(Table::new(table, self.inner.clone()))
     }
 
     /// The table `name`.
     fn table(&self, py: Python<'_>, name: &str) -> PyResult<Table> {
         let table = wait(py, || self.inner.table(name)).map_err(errors::core)?;
-        Ok(Table::new(table))
+        Ok(Table::new(table, self.inner.clone()))
     }
 
     /// The names of the warehouse's tables.
@@ -153,7 +154,9 @@ impl Warehouse {
 
     /// Start a run of `target` for `date`; commit it with `commit()` (the
     /// Python `with` block does).
-    #[pyo3(signature = (target, date, dimensions="as-of", code_version=None, run_id=None, stage=None, expect_version=None))]
+    /// `run_class` and `slot` take the run's turn in the warehouse's run
+    /// budget (see `Table.replace_partition`), held until it commits or aborts.
+    #[pyo3(signature = (target, date, dimensions="as-of", code_version=None, run_id=None, stage=None, expect_version=None, run_class=None, slot=None))]
     #[allow(clippy::too_many_arguments)]
     fn start_run(
         &self,
@@ -165,23 +168,43 @@ impl Warehouse {
         run_id: Option<String>,
         stage: Option<String>,
         expect_version: Option<&str>,
+        run_class: Option<&str>,
+        slot: Option<&str>,
     ) -> PyResult<Run> {
         let date = parse_date("date", date)?;
         let mut run = RustRun::new(&self.inner, target, date).dimensions(parse_mode(dimensions)?);
         if let Some(v) = code_version {
             run = run.code_version(v);
         }
+        let said_id = run_id
+            .clone()
+            .unwrap_or_else(|| "(derived at commit)".into());
         if let Some(id) = run_id {
             run = run.run_id(id);
         }
+        let (launched, staged) = (launched(run_class, slot)?, stage.is_some());
         if let Some(name) = stage {
             run = run.stage(name);
         }
         if let Some(e) = expect_version {
             run = run.expect(e.parse::<ExpectedPartition>().map_err(errors::invalid)?);
         }
-        let context = wait(py, || run.start()).map_err(errors::query)?;
-        Ok(Run::new(context))
+        let wh = &self.inner;
+        let turn = wait(py, || {
+            Turn::take(wh, target, date, &said_id, staged, launched, |_| {})
+        })
+        .map_err(errors::core)?;
+        run = run.class(turn.class);
+        if let Some(t) = turn.ticket {
+            run = run.within_slot(t);
+        }
+        match wait(py, || run.start()) {
+            Ok(context) => Ok(Run::new(context, turn)),
+            Err(e) => {
+                wait(py, || turn.end());
+                Err(errors::query(e))
+            }
+        }
     }
 
     /// The state of every scheduled date of `table` up to `end`, as JSON

@@ -9,6 +9,7 @@ import pandas as pd
 import polars as pl
 import pyarrow as pa
 import pytest
+from pathlib import Path
 
 import pylogbook as lb
 from conftest import ORDERS, REVENUE_SQL, day, orders_on
@@ -182,6 +183,32 @@ def test_a_job_launched_by_backfill_obeys_its_stage_and_expectation(wh, monkeypa
     with wh.run("revenue", "2026-03-15") as run:
         run.write(run.sql(REVENUE_SQL))
     assert orders.latest_version() == before and wh.table("revenue").partitions() == []
+
+
+def test_runs_take_their_turn_in_the_run_budget(wh, monkeypatch):
+    root = Path(wh.uri.removeprefix("file://"))
+    live = root / "_logbook" / "production"
+    # A production run announces itself while it runs (backfill runners on
+    # every machine hold back), and the announcement goes when it ends.
+    with wh.run("revenue", "2026-03-15") as run:
+        assert len(list(live.glob("*.json"))) == 1
+        run.write(run.sql(REVENUE_SQL))
+    assert list(live.glob("*.json")) == []
+    assert [p["class"] for p in wh.table("revenue").partitions()] == ["production"]
+    # Launched by `logbook backfill`: a backfill, committing only while its
+    # runner's slot is its own.
+    monkeypatch.setenv("LOGBOOK_RUN_CLASS", "backfill")
+    orders = wh.table("orders")
+    orders.replace_partition("2026-03-15", orders_on("2026-03-15"), run_id="bf-15")
+    assert [p["class"] for p in orders.partitions() if p["date"] == "2026-03-15"] == ["backfill"]
+    monkeypatch.setenv("LOGBOOK_SLOT", "0/0")
+    taken = root / "_logbook" / "slots" / "0000"
+    taken.mkdir(parents=True)
+    (taken / ("%020d.json" % 1)).write_text("{}")
+    before = orders.latest_version()
+    with pytest.raises(lb.TransientError, match="without committing"):
+        orders.replace_partition("2026-03-16", orders_on("2026-03-16"), run_id="bf-16")
+    assert orders.latest_version() == before
 
 
 def test_a_failed_write_aborts_the_run(wh):

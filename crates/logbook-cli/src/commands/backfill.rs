@@ -184,9 +184,11 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
     });
 
     let mut queue = plan.steps.iter();
-    let mut running: JoinSet<(NaiveDate, std::io::Result<std::process::Output>)> = JoinSet::new();
+    let mut running: JoinSet<(NaiveDate, Ran)> = JoinSet::new();
     let mut outcomes: Vec<(NaiveDate, Outcome)> = Vec::new();
     let mut halted = false;
+    // Why no more dates start (a chain's failure, or the budget unreadable).
+    let mut stopped: Option<String> = None;
     loop {
         while running.len() < parallel && !halted && !stop.load(Ordering::SeqCst) {
             let Some(step) = queue.next() else { break };
@@ -203,11 +205,17 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
                 continue;
             }
             // Its turn: no production run live, a slot free, outside the pause.
-            let Some(lease) =
-                wait_turn(&mut gate, step.date, args.pause_during, &bar, &stop).await?
-            else {
+            let lease = match wait_turn(&mut gate, step.date, args.pause_during, &bar, &stop).await
+            {
+                Ok(Some(lease)) => lease,
                 // Interrupted while waiting: the date was not started.
-                break;
+                Ok(None) => break,
+                // The dates already running finish; no more start.
+                Err(e) => {
+                    halted = true;
+                    stopped = Some(format!("the run budget could not be read ({e})"));
+                    break;
+                }
             };
             bar.set_message(tally(&outcomes));
             let mut command = tokio::process::Command::new("sh");
@@ -233,34 +241,30 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
             };
             lower_priority(&mut command, args.priority);
             let date = step.date;
-            running.spawn(async move {
-                let output = command
-                    // Its own process group: Ctrl-C stops the backfill from
-                    // launching more, and lets running dates finish.
-                    .process_group(0)
-                    .kill_on_drop(true)
-                    .output()
-                    .await;
-                // The date's slot is free again as soon as its command ends.
-                if let Some(l) = lease {
-                    l.release().await;
-                }
-                (date, output)
-            });
+            // Its own process group: Ctrl-C stops the backfill from
+            // launching more, and lets running dates finish.
+            command.process_group(0).kill_on_drop(true);
+            running.spawn(async move { (date, run_in_slot(command, lease).await) });
         }
         // Interrupted or not, wait for the dates already running.
         let Some(joined) = running.join_next().await else {
             break;
         };
-        let (date, output) =
+        let (date, ran) =
             joined.map_err(|e| CliError::Failed(format!("a backfill task failed: {e}")))?;
         let before = started.get(&date).copied().flatten();
-        let outcome = match &stage {
-            Some(stage) => judge_staged(stage, date, output).await?,
-            None => judge(&table, date, before, output).await?,
+        let outcome = match (ran, &stage) {
+            (Ran::SlotLost, _) => Outcome::Failed(
+                "its backfill slot was lost (its lease went unrenewed and another run took it over); the command was stopped".into(),
+            ),
+            (Ran::Exited(output), Some(stage)) => judge_staged(stage, date, output).await?,
+            (Ran::Exited(output), None) => judge(&table, date, before, output).await?,
         };
         if plan.chain && matches!(outcome, Outcome::Failed(_)) {
             halted = true;
+            stopped.get_or_insert_with(|| {
+                "a date of the chain failed, so later dates were not started".into()
+            });
         }
         outcomes.push((date, outcome));
         bar.inc(1);
@@ -272,8 +276,49 @@ pub async fn run(warehouse: &Warehouse, uri: &str, args: Args) -> Result<(), Cli
         &plan.steps,
         outcomes,
         stop.load(Ordering::SeqCst),
-        halted,
+        stopped.as_deref(),
     )
+}
+
+/// How a date's command ended.
+enum Ran {
+    Exited(std::io::Result<std::process::Output>),
+    /// Its slot was lost while it ran: the command was stopped.
+    SlotLost,
+}
+
+/// Run `command` while `lease` (if any) holds its slot: stop the command's
+/// process group as soon as the lease is lost, and release the slot the
+/// moment the command ends.
+async fn run_in_slot(mut command: tokio::process::Command, lease: Option<SlotLease>) -> Ran {
+    let Some(lease) = lease else {
+        return Ran::Exited(command.output().await);
+    };
+    command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let ran = match command.spawn() {
+        Err(e) => Ran::Exited(Err(e)),
+        Ok(child) => {
+            let group = child.id();
+            let exited = child.wait_with_output();
+            tokio::pin!(exited);
+            tokio::select! {
+                out = &mut exited => Ran::Exited(out),
+                _ = lease.lost() => {
+                    #[cfg(unix)]
+                    if let Some(pid) = group {
+                        // SAFETY: signalling the process group the command leads.
+                        unsafe { libc::killpg(pid as libc::pid_t, libc::SIGTERM) };
+                    }
+                    let _ = exited.await;
+                    Ran::SlotLost
+                }
+            }
+        }
+    };
+    lease.release().await;
+    ran
 }
 
 /// Wait until `date` may start: outside the pause window, then through the
@@ -293,13 +338,16 @@ async fn wait_turn(
                 continue;
             }
         }
-        match gate.try_enter(Some(date)).await? {
-            Entry::Go(lease) => return Ok(Some(lease.map(SlotLease::keep_renewed))),
-            Entry::Wait(why) => {
-                bar.set_message(format!("{date} waits: {why}"));
-                tokio::time::sleep(gate.pause()).await;
+        match gate.try_enter(Some(date)).await {
+            Ok(Entry::Go(lease)) => return Ok(Some(lease.map(SlotLease::keep_renewed))),
+            Ok(Entry::Wait(why)) => bar.set_message(format!("{date} waits: {why}")),
+            // A store that failed once: look again (running dates go on).
+            Err(e) if e.kind() == logbook_core::ErrorKind::Transient => {
+                bar.set_message(format!("{date} waits: reading the run budget failed ({e})"))
             }
+            Err(e) => return Err(e.into()),
         }
+        tokio::time::sleep(gate.pause()).await;
     }
     Ok(None)
 }
@@ -513,7 +561,7 @@ fn report(
     steps: &[PlanStep],
     mut outcomes: Vec<(NaiveDate, Outcome)>,
     interrupted: bool,
-    halted: bool,
+    stopped: Option<&str>,
 ) -> Result<(), CliError> {
     outcomes.sort_by_key(|(d, _)| *d);
     let mut failed = 0;
@@ -539,10 +587,8 @@ fn report(
     if failed > 0 || not_started > 0 {
         let why = if interrupted {
             "interrupted"
-        } else if halted {
-            "a date of the chain failed, so later dates were not started"
         } else {
-            "some dates failed"
+            stopped.unwrap_or("some dates failed")
         };
         return Err(CliError::Failed(format!(
             "backfill of {table} incomplete: {why}; run the same command again to resume"

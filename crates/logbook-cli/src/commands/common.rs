@@ -28,14 +28,15 @@ impl Range {
     }
 
     /// The table's status over the range, on the main line or (`stage`)
-    /// as a run inside that stage sees it.
+    /// as a run inside that stage sees it; dates given are dates to run,
+    /// schedule or not (`lifecycle::status_asked`).
     pub async fn status(
         &self,
         warehouse: &Warehouse,
         table: &str,
         stage: Option<&str>,
     ) -> Result<TableStatus, CliError> {
-        Ok(lifecycle::status_in(warehouse, table, stage, self.from, self.to()).await?)
+        Ok(lifecycle::status_asked(warehouse, table, stage, self.from, self.to()).await?)
     }
 }
 

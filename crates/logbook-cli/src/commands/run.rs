@@ -3,7 +3,7 @@ use logbook_core::{DimensionMode, ExpectedPartition, Warehouse};
 use logbook_datafusion::Run;
 
 use super::common::{expectation, parse_mode, query_err};
-use super::turn::Turn;
+use super::turn;
 use super::CliError;
 
 #[derive(Debug, clap::Args)]
@@ -51,7 +51,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         run = run.expect(e);
     }
     let run_id = args.run_id.as_deref().unwrap_or("(derived at commit)");
-    let turn = Turn::take(
+    let turn = turn::take(
         warehouse,
         &args.table,
         args.date,

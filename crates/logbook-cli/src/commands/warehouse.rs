@@ -122,12 +122,27 @@ pub async fn print_live(warehouse: &Warehouse) -> Result<(), CliError> {
     let live = warehouse.live_runs().await?;
     println!("live production runs: {}", live.production.len());
     for p in &live.production {
-        let how = if p.waiting { "waiting" } else { "running" };
-        println!("    {} {} run {} ({how})", p.table, p.date, p.run_id);
+        let r = &p.record;
+        let how = if r.waiting { "waiting" } else { "running" };
+        let age = unrenewed(p.unrenewed_ms, r.lease_ms);
+        println!("    {} {} run {} ({how}){age}", r.table, r.date, r.run_id);
     }
     println!("live backfill runs (slots held): {}", live.backfill.len());
     for (k, s) in &live.backfill {
-        println!("    slot {k}: {}", s.what);
+        let age = unrenewed(s.unrenewed_ms, s.record.lease_ms);
+        println!("    slot {k}: {}{age}", s.record.what);
     }
     Ok(())
+}
+
+/// Said of a run the store has not seen renewed for longer than its lease.
+fn unrenewed(ms: i64, lease_ms: u64) -> String {
+    match ms > lease_ms as i64 {
+        true => format!(
+            ", not renewed for {} s: its process may have died (it stops counting once a backfill has watched it for {} s)",
+            ms / 1000,
+            lease_ms / 1000
+        ),
+        false => String::new(),
+    }
 }

@@ -5,7 +5,7 @@ use logbook_core::budget::SlotTicket;
 use logbook_core::{Destination, ExpectedPartition, PartitionWriter, RunInfo, Warehouse};
 
 use super::common::expectation;
-use super::turn::Turn;
+use super::turn;
 use super::CliError;
 use crate::input;
 
@@ -60,7 +60,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     };
     let expected = expectation(args.expect_version, table.name(), args.date)?;
     let staged = args.stage.is_some();
-    let turn = Turn::take(&warehouse, table.name(), args.date, &run.run_id, staged).await?;
+    let turn = turn::take(&warehouse, table.name(), args.date, &run.run_id, staged).await?;
     let run = RunInfo {
         class: Some(turn.class),
         ..run

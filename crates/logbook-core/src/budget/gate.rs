@@ -102,14 +102,24 @@ impl Warehouse {
     }
 }
 
-/// The runs live in the warehouse now, by class, as one look finds them
-/// (a lease whose holder died shows until someone times it out).
+/// The runs live in the warehouse now, by class, as one look finds them:
+/// a run that died shows until someone has timed its lease out, so each
+/// says when the store last saw it renewed.
 #[derive(Debug, Clone, Default)]
 pub struct LiveRuns {
     /// Production runs announced (running or waiting).
-    pub production: Vec<ProductionRecord>,
+    pub production: Vec<Live<ProductionRecord>>,
     /// Backfill slots held, by slot number.
-    pub backfill: Vec<(u32, SlotRecord)>,
+    pub backfill: Vec<(u32, Live<SlotRecord>)>,
+}
+
+/// A live run's record, and how long ago the store last saw it renewed
+/// (the store's clock against this process's: a hint for people, never
+/// used to expire anything).
+#[derive(Debug, Clone)]
+pub struct Live<T> {
+    pub record: T,
+    pub unrenewed_ms: i64,
 }
 
 impl Warehouse {
@@ -118,15 +128,38 @@ impl Warehouse {
         let objects = Objects {
             location: self.location().clone(),
         };
+        let now = self.options().clock.now_millis();
         let mut once = Observer::new(self.options().clock.clone());
-        let production = self.live_production(&mut once).await?;
+        let production = self
+            .production_runs(&mut once)
+            .await?
+            .into_iter()
+            .map(|(record, at)| Live {
+                record,
+                unrenewed_ms: now - at,
+            })
+            .collect();
+        let listed = objects
+            .list_modified(crate::format::layout::SLOTS_DIR)
+            .await?;
         let mut backfill = Vec::new();
         for (k, gens) in super::slot::heads(&objects).await? {
             let Some(&gen) = gens.last() else { continue };
             let path = crate::format::layout::slot(k, gen);
-            if let Some(record) = objects.get_json::<SlotRecord>(&path).await? {
+            let at = listed
+                .iter()
+                .find(|(p, _)| *p == path)
+                .map_or(now, |(_, at)| *at);
+            if let Some(record) = super::slot::read_record(&objects, &path).await? {
                 if !record.released {
-                    backfill.push((k, record));
+                    let unrenewed_ms = now - at;
+                    backfill.push((
+                        k,
+                        Live {
+                            record,
+                            unrenewed_ms,
+                        },
+                    ));
                 }
             }
         }

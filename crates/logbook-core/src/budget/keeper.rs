@@ -31,7 +31,11 @@ impl Keeper {
         Fut: Future<Output = bool> + Send,
     {
         let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
-        runtime().spawn(async move {
+        let Some(runtime) = runtime() else {
+            tracing::warn!("no runtime to renew a lease on: it will expire");
+            return Self { stop: Some(stop) };
+        };
+        runtime.spawn(async move {
             loop {
                 tokio::select! {
                     _ = &mut stopped => return,
@@ -54,14 +58,21 @@ impl Drop for Keeper {
     }
 }
 
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
+/// The keeper's own runtime; if the process cannot start one (no thread
+/// to spare), the caller's runtime, which its work may starve.
+fn runtime() -> Option<tokio::runtime::Handle> {
+    static RUNTIME: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
+    let own = RUNTIME.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("logbook-lease")
             .enable_all()
             .build()
-            .expect("the lease keeper's runtime starts")
-    })
+            .map_err(|e| tracing::warn!(error = %e, "could not start the lease keeper's runtime"))
+            .ok()
+    });
+    match own {
+        Some(rt) => Some(rt.handle().clone()),
+        None => tokio::runtime::Handle::try_current().ok(),
+    }
 }

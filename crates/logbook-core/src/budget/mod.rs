@@ -42,12 +42,14 @@ mod keeper;
 mod production;
 mod settings;
 mod slot;
+mod turn;
 
-pub use gate::{BackfillGate, Entry, LiveRuns, Waiting};
+pub use gate::{BackfillGate, Entry, Live, LiveRuns, Waiting};
 pub use production::{ProductionRecord, ProductionRun};
 pub use settings::RunBudget;
 pub(crate) use slot::ticket_holds;
 pub use slot::{check_ticket, SlotLease, SlotRecord, SlotTicket};
+pub use turn::{Launched, Turn};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -62,7 +64,7 @@ use crate::storage::StorageLocation;
 
 /// Leases as one observer has seen them. A lease is expired once it has
 /// looked the same to this observer (same path, same beat) for its whole
-/// length, timed on this observer's clock from the first look.
+/// length, timed on this observer's monotonic clock from the first look.
 #[derive(Debug)]
 pub(crate) struct Observer {
     clock: Arc<dyn Clock>,
@@ -80,7 +82,7 @@ impl Observer {
     /// Has the lease at `path`, now at `beat`, stayed at that beat for
     /// `lease_ms` on this observer's clock?
     pub(crate) fn expired(&mut self, path: &str, beat: u64, lease_ms: u64) -> bool {
-        let now = self.clock.now_millis();
+        let now = self.clock.elapsed_millis();
         let since = self.seen.entry(path.to_string()).or_insert((beat, now));
         if since.0 != beat {
             *since = (beat, now);
@@ -106,15 +108,6 @@ impl Objects {
         }
     }
 
-    async fn get_json<T: serde::de::DeserializeOwned>(&self, relative: &str) -> Result<Option<T>> {
-        let Some(bytes) = self.get(relative).await? else {
-            return Ok(None);
-        };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| corrupt(relative, e))
-    }
-
     /// Create `relative` unless something is there: false if it was.
     async fn create(&self, relative: &str, bytes: Bytes) -> Result<bool> {
         self.location.create_at(relative, bytes).await
@@ -135,6 +128,16 @@ impl Objects {
 
     /// Every object under `prefix`, relative to the warehouse root.
     async fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        Ok(self
+            .list_modified(prefix)
+            .await?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect())
+    }
+
+    /// [`Objects::list`], with when the store last wrote each (ms).
+    async fn list_modified(&self, prefix: &str) -> Result<Vec<(String, i64)>> {
         let objects: Vec<object_store::ObjectMeta> = self
             .location
             .store()
@@ -144,7 +147,10 @@ impl Objects {
             .map_err(|e| Error::storage(prefix, e))?;
         Ok(objects
             .iter()
-            .map(|o| self.location.relative(&o.location))
+            .map(|o| {
+                let path = self.location.relative(&o.location);
+                (path, o.last_modified.timestamp_millis())
+            })
             .collect())
     }
 }

@@ -105,12 +105,31 @@ impl Warehouse {
         &self,
         observer: &mut Observer,
     ) -> Result<Vec<ProductionRecord>> {
+        let live = self.production_runs(observer).await?;
+        Ok(live.into_iter().map(|(record, _)| record).collect())
+    }
+
+    /// [`Warehouse::live_production`], each with when the store last saw
+    /// it renewed (ms, the store's clock).
+    pub(crate) async fn production_runs(
+        &self,
+        observer: &mut Observer,
+    ) -> Result<Vec<(ProductionRecord, i64)>> {
         let objects = Objects {
             location: self.location().clone(),
         };
         let mut live = Vec::new();
-        for path in objects.list(layout::PRODUCTION_DIR).await? {
-            let Some(found) = objects.get_json::<ProductionRecord>(&path).await? else {
+        for (path, modified_ms) in objects.list_modified(layout::PRODUCTION_DIR).await? {
+            let Some(bytes) = objects.get(&path).await? else {
+                continue;
+            };
+            let Ok(found) = serde_json::from_slice::<ProductionRecord>(&bytes) else {
+                // Not an announcement this build reads: it counts for
+                // nothing, and goes once it stayed the same for a lease.
+                let default_lease = super::RunBudget::default().lease_ms;
+                if observer.expired(&path, bytes.len() as u64, default_lease) {
+                    let _ = objects.delete(&path).await;
+                }
                 continue;
             };
             if observer.expired(&path, found.beat, found.lease_ms) {
@@ -118,7 +137,7 @@ impl Warehouse {
                 let _ = objects.delete(&path).await;
                 continue;
             }
-            live.push(found);
+            live.push((found, modified_ms));
         }
         Ok(live)
     }

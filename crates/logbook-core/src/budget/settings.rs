@@ -40,8 +40,9 @@ impl Default for RunBudget {
     }
 }
 
-/// The shortest lease accepted: a holder renews every third of it.
-const MIN_LEASE_MS: u64 = 300;
+/// The shortest lease accepted: a holder renews every third of it, and a
+/// renewal on a remote store (a PUT and a LIST) can take a few hundred ms.
+const MIN_LEASE_MS: u64 = 1_000;
 
 impl RunBudget {
     /// Refuse a limit that would stop every backfill forever, or a lease

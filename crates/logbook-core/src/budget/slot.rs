@@ -141,6 +141,28 @@ pub(crate) async fn heads(objects: &Objects) -> Result<BTreeMap<u32, Vec<u64>>> 
     Ok(slots)
 }
 
+/// Slot record `path`, if there. One that does not decode (written by
+/// something else, or damaged) counts as held by an unknown holder, so it
+/// expires like a dead holder's instead of stopping every claimant.
+pub(crate) async fn read_record(objects: &Objects, path: &str) -> Result<Option<SlotRecord>> {
+    let Some(bytes) = objects.get(path).await? else {
+        return Ok(None);
+    };
+    Ok(Some(serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        tracing::warn!(path, error = %e, "an unreadable backfill slot record; it expires as a dead holder's would");
+        SlotRecord {
+            holder: "?".into(),
+            table: None,
+            date: None,
+            what: format!("an unreadable slot record ({path})"),
+            beat: bytes.len() as u64,
+            lease_ms: super::RunBudget::default().lease_ms,
+            started_ms: 0,
+            released: false,
+        }
+    })))
+}
+
 /// What one look at the slots found.
 pub(crate) enum Look {
     /// This claimant now holds a slot.
@@ -149,7 +171,10 @@ pub(crate) enum Look {
     Full(Vec<SlotRecord>),
 }
 
-/// Try once to take one of slots `0..capacity` for `request`.
+/// Try once to take a slot for `request`, while fewer than `capacity` are
+/// held: every slot counts, also one numbered at or above the capacity
+/// (held before the budget shrank, or beside more production runs), and
+/// the claim takes the lowest free number below it.
 pub(crate) async fn try_claim(
     objects: &Objects,
     capacity: u32,
@@ -159,69 +184,104 @@ pub(crate) async fn try_claim(
 ) -> Result<Look> {
     let slots = heads(objects).await?;
     let mut held = Vec::new();
-    for k in 0..capacity {
-        let gens = slots.get(&k).map(Vec::as_slice).unwrap_or_default();
-        let next = match gens.last() {
-            None => 0,
-            Some(&gen) => {
-                let path = layout::slot(k, gen);
-                match objects.get_json::<SlotRecord>(&path).await? {
-                    // Replaced meanwhile: the next look sees its successor.
-                    None => continue,
-                    Some(found) if found.released => gen + 1,
-                    Some(found) if observer.expired(&path, found.beat, found.lease_ms) => {
-                        tracing::warn!(slot = k, generation = gen, holder = %found.what, "a backfill slot's lease expired; taking it over");
-                        gen + 1
-                    }
-                    Some(found) => {
-                        held.push(found);
-                        continue;
-                    }
+    // Free slots below the capacity: (number, next generation).
+    let mut free = Vec::new();
+    for (&k, gens) in &slots {
+        let Some(&gen) = gens.last() else { continue };
+        let path = layout::slot(k, gen);
+        let next = match read_record(objects, &path).await? {
+            // Replaced meanwhile: the next look sees its successor.
+            None => continue,
+            Some(found) if found.released => gen + 1,
+            Some(found) if observer.expired(&path, found.beat, found.lease_ms) => {
+                tracing::warn!(slot = k, generation = gen, holder = %found.what, "a backfill slot's lease expired; taking it over");
+                if k >= capacity {
+                    // Above the budget: retire it, so it stops counting.
+                    retire(objects, k, gen, found).await?;
+                    continue;
                 }
+                gen + 1
             }
-        };
-        let now = clock.now_millis();
-        let mut record = request.clone();
-        record.started_ms = now;
-        record.beat = 0;
-        let path = layout::slot(k, next);
-        if objects.create(&path, encode(&path, &record)?).await? {
-            // Generations are deleted once superseded, so a claimant that
-            // listed long ago can create one again: only the slot's latest
-            // generation is held.
-            if superseded(objects, k, next).await? {
-                let _ = objects.delete(&path).await;
+            Some(found) => {
+                held.push(found);
                 continue;
             }
-            // Earlier generations are history now (best effort: a listing
-            // finds the latest whatever is left).
-            for &old in gens {
-                let _ = objects.delete(&layout::slot(k, old)).await;
-            }
-            return Ok(Look::Took(SlotLease::new(
-                objects.clone(),
-                k,
-                next,
-                record,
-                now,
-                clock.clone(),
-            )));
+        };
+        if k < capacity {
+            free.push((k, next));
         }
     }
+    if held.len() as u64 >= u64::from(capacity) {
+        return Ok(Look::Full(held));
+    }
+    // A number never used is as good as any: the lowest one.
+    if let Some(k) = (0..capacity).find(|k| !slots.contains_key(k)) {
+        free.push((k, 0));
+    }
+    free.sort_unstable();
+    for (k, next) in free {
+        let now = clock.elapsed_millis();
+        let mut record = request.clone();
+        record.started_ms = clock.now_millis();
+        record.beat = 0;
+        let path = layout::slot(k, next);
+        if !objects.create(&path, encode(&path, &record)?).await? {
+            continue;
+        }
+        // Generations are deleted once superseded, so a claimant that
+        // listed long ago can create one again: only the slot's latest
+        // generation is held.
+        if superseded(objects, k, next).await? {
+            let _ = objects.delete(&path).await;
+            continue;
+        }
+        // Earlier generations are history now (best effort: a listing
+        // finds the latest whatever is left).
+        for &old in slots.get(&k).map(Vec::as_slice).unwrap_or_default() {
+            let _ = objects.delete(&layout::slot(k, old)).await;
+        }
+        return Ok(Look::Took(SlotLease::new(
+            objects.clone(),
+            k,
+            next,
+            record,
+            now,
+            clock.clone(),
+        )));
+    }
     Ok(Look::Full(held))
+}
+
+/// End slot `k` at `gen` (an expired holder's, numbered above the budget)
+/// by creating its successor marked released.
+async fn retire(objects: &Objects, k: u32, gen: u64, mut record: SlotRecord) -> Result<()> {
+    record.released = true;
+    record.beat += 1;
+    let path = layout::slot(k, gen + 1);
+    objects.create(&path, encode(&path, &record)?).await?;
+    Ok(())
 }
 
 /// What the holder knows of its own lease.
 #[derive(Debug)]
 struct Renewals {
     lease_ms: u64,
-    /// When the last two renewals that landed were sent (the claim counts).
+    /// When the last two renewals that landed were sent (the claim counts;
+    /// the clock's monotonic milliseconds).
     sent: Mutex<(i64, i64)>,
-    /// A renewal found a successor: the slot is someone else's.
+    /// A renewal found a successor, or none landed for a whole lease: the
+    /// slot is, or may be, someone else's.
     lost: AtomicBool,
+    /// Told once `lost` is set (see [`SlotLease::lost`]).
+    told: tokio::sync::watch::Sender<bool>,
 }
 
 impl Renewals {
+    fn set_lost(&self) {
+        self.lost.store(true, Ordering::SeqCst);
+        self.told.send_replace(true);
+    }
+
     fn landed(&self, sent_ms: i64) {
         let mut sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
         *sent = (sent.1, sent_ms);
@@ -264,6 +324,7 @@ impl SlotLease {
             lease_ms: record.lease_ms,
             sent: Mutex::new((claimed_ms, claimed_ms)),
             lost: AtomicBool::new(false),
+            told: tokio::sync::watch::channel(false).0,
         };
         Self {
             objects,
@@ -316,16 +377,31 @@ impl SlotLease {
                     Ok(()) => true,
                     // Lost: nothing left to renew.
                     Err(Error::SlotLost { .. }) => false,
-                    // A failed renewal is tried again next tick; the
-                    // holder's `ensure_held` counts only renewals that landed.
+                    // A failed renewal is tried again next tick, until none
+                    // landed for a whole lease: then an observer may have
+                    // timed it out, and the holder must stop.
                     Err(e) => {
                         tracing::warn!(slot, error = %e, "could not renew a backfill slot");
+                        if clock.elapsed_millis() >= renewals.safe_until() {
+                            renewals.set_lost();
+                            return false;
+                        }
                         true
                     }
                 }
             }
         }));
         self
+    }
+
+    /// Resolves once the holder knows it lost the slot (a renewal found a
+    /// successor, or none landed for a whole lease): whoever runs the work
+    /// the slot was for should stop it.
+    pub fn lost(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut told = self.renewals.told.subscribe();
+        async move {
+            let _ = told.wait_for(|lost| *lost).await;
+        }
     }
 
     /// Renew now: raise the beat, then look for a successor.
@@ -351,10 +427,10 @@ impl SlotLease {
             slot: self.slot,
             generation: self.generation,
         };
-        if self.clock.now_millis() >= self.renewals.safe_until() {
+        if self.clock.elapsed_millis() >= self.renewals.safe_until() {
             // Back from a pause longer than the lease: an observer may have
             // timed it out and be taking it over; it stays lost.
-            self.renewals.lost.store(true, Ordering::SeqCst);
+            self.renewals.set_lost();
         }
         if self.renewals.lost.load(Ordering::SeqCst) {
             return Err(lost);
@@ -413,11 +489,11 @@ async fn renew(
         record.beat += 1;
         encode(&path, &*record)?
     };
-    let sent = clock.now_millis();
+    let sent = clock.elapsed_millis();
     objects.put(&path, bytes).await?;
     renewals.landed(sent);
     if superseded(objects, slot, generation).await? {
-        renewals.lost.store(true, Ordering::SeqCst);
+        renewals.set_lost();
         return Err(Error::SlotLost {
             what: record
                 .lock()

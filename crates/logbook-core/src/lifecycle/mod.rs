@@ -12,6 +12,6 @@ pub mod state;
 pub use check::{check, CheckDepth, CheckReport, Problem, ProblemKind};
 pub use plan::{plan, Plan, PlanStep, Selection};
 pub use state::{
-    status, status_in, DateStatus, InputChange, PartitionState, RunningWrite, StaleReason,
-    TableStatus,
+    status, status_asked, status_in, DateStatus, InputChange, PartitionState, RunningWrite,
+    StaleReason, TableStatus,
 };

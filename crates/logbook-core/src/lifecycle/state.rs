@@ -278,17 +278,49 @@ pub async fn status_in(
     from: Option<NaiveDate>,
     to: NaiveDate,
 ) -> Result<TableStatus> {
+    status_over(warehouse, table, stage, from, to, false).await
+}
+
+/// [`status_in`] over the dates a person asked for: for a table that
+/// declares no schedule (and is not a chain), `from` is where the range
+/// starts even before its first committed date, so those dates show as
+/// Missing (what `logbook backfill --from` runs). A chain without a
+/// schedule still starts at its first committed date: an earlier one
+/// would make every committed date stale.
+pub async fn status_asked(
+    warehouse: &Warehouse,
+    table: &str,
+    stage: Option<&str>,
+    from: Option<NaiveDate>,
+    to: NaiveDate,
+) -> Result<TableStatus> {
+    status_over(warehouse, table, stage, from, to, true).await
+}
+
+async fn status_over(
+    warehouse: &Warehouse,
+    table: &str,
+    stage: Option<&str>,
+    from: Option<NaiveDate>,
+    to: NaiveDate,
+    asked: bool,
+) -> Result<TableStatus> {
     let handle = warehouse.table(table).await?;
     let snap = match stage {
         Some(stage) => handle.latest().await?.in_stage(stage).await?,
         None => handle.latest().await?,
     };
     let props = snap.properties().clone();
-    let first = match props.schedule_start {
-        Some(start) => Some(start),
+    let committed = match props.schedule_start {
+        Some(_) => None,
+        None => snap.first_date().await?,
+    };
+    let first = match (props.schedule_start, asked && !props.depends_on_previous) {
+        (Some(start), _) => Some(start),
+        (None, false) => committed,
         // No schedule declared: from the first date asked for or committed,
         // whichever is earlier (dates asked for are dates to run).
-        None => match (from, snap.first_date().await?) {
+        (None, true) => match (from, committed) {
             (Some(f), Some(c)) => Some(f.min(c)),
             (f, c) => f.or(c),
         },

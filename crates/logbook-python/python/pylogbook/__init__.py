@@ -95,6 +95,15 @@ def _from_backfill(table: str, date: str, stage: Optional[str], expect: Optional
     return stage, expect
 
 
+def _turn(run_class: Optional[str]):
+    """The class and backfill slot ``logbook backfill`` hands the job it
+    launched (``LOGBOOK_RUN_CLASS``, ``LOGBOOK_SLOT``), as ``logbook write``
+    and ``logbook run`` take them: a production run announces itself while
+    it runs, a backfill run commits only while its runner's slot is its own.
+    An explicit ``run_class`` wins."""
+    return run_class or os.environ.get("LOGBOOK_RUN_CLASS") or None, os.environ.get("LOGBOOK_SLOT") or None
+
+
 def _stream(data: Any) -> Any:
     """``data`` as something exporting ``__arrow_c_stream__``."""
     if hasattr(data, "__arrow_c_stream__") or hasattr(data, "__arrow_c_array__"):
@@ -167,6 +176,7 @@ class Table:
         job: Optional[str] = None,
         expect_version: Union[int, str, None] = None,
         stage: Optional[str] = None,
+        run_class: Optional[str] = None,
     ) -> CommitInfo:
         """Replace the partition of ``date`` with ``data`` (streamed), in one
         atomic commit. Re-submitting a ``run_id`` that committed the date
@@ -177,8 +187,9 @@ class Table:
         day = _date(date)
         expect = None if expect_version is None else str(expect_version)
         stage, expect = _from_backfill(self.name, day, stage, expect)
+        run_class, slot = _turn(run_class)
         version, already, run = self._t.replace_partition(
-            day, _stream(data), run_id, code_version, job, expect, stage
+            day, _stream(data), run_id, code_version, job, expect, stage, run_class, slot
         )
         return CommitInfo(version, already, run)
 
@@ -331,6 +342,7 @@ class Warehouse:
         run_id: Optional[str] = None,
         stage: Optional[str] = None,
         expect_version: Union[int, str, None] = None,
+        run_class: Optional[str] = None,
     ) -> Run:
         """Start a run of ``target`` for ``date``: ``with wh.run(...) as run:``
         commits on success and aborts on an exception. Without ``run_id`` the
@@ -340,7 +352,8 @@ class Warehouse:
         day = _date(date)
         expect = None if expect_version is None else str(expect_version)
         stage, expect = _from_backfill(target, day, stage, expect)
-        native = self._w.start_run(target, day, dimensions, code_version, run_id, stage, expect)
+        run_class, slot = _turn(run_class)
+        native = self._w.start_run(target, day, dimensions, code_version, run_id, stage, expect, run_class, slot)
         return Run(native, target, day)
 
     def status(self, table: str, start: Optional[DateLike] = None, end: Optional[DateLike] = None) -> List[Dict[str, Any]]:
