@@ -17,7 +17,7 @@
 //!    creates it. All slots held: wait.
 //! 3. **Renew.** The holder rewrites its own generation with a higher beat
 //!    every third of its lease, from a runtime of its own
-//!    ([`keeper`]), so the run's own work cannot starve it.
+//!    (`keeper.rs`), so the run's own work cannot starve it.
 //! 4. **Release.** The holder creates generation `gen + 1` saying
 //!    released (object_store offers no conditional delete; creating the
 //!    successor is the conditional step), then deletes its own.
