@@ -8,7 +8,8 @@
 # on another table runs with --max-parallel 2, in alternating pairs; once
 # with the mechanism on (production first, backfill commands at nice 19
 # and I/O class idle) and once off (`production-first off`, --priority
-# normal). Also each backfill's own time, and the backfill alone with the
+# normal); `idle` is the mechanism with --priority idle (SCHED_IDLE) in
+# place of nice 19. Also each backfill's own time, and the backfill alone with the
 # mechanism on and off. Prints a table of medians and ratios for
 # BENCHMARKS.md, with wall and CPU seconds and the alone-vs-alone spread
 # (the noise floor).
@@ -33,40 +34,46 @@ for i in $(seq 0 30); do
   d=$(date -d "2026-01-01 + $i days" +%F)
   lb run src --date "$d" --run-id "gen-$d" --sql "SELECT logical_date() AS date, value AS id, value % 50000 AS customer, CAST(value * 7 % 10000 AS DOUBLE) / 100.0 AS amount FROM range(0, $ROWS)" >/dev/null
 done
-JOB="SELECT date, customer, sum(amount) AS revenue, count(*) AS orders FROM src WHERE date = logical_date() GROUP BY date, customer"
+# A week of orders per run (7 x ROWS rows), grouped by customer.
+JOB="SELECT logical_date() AS date, customer, sum(amount) AS revenue, count(*) AS orders FROM src WHERE date BETWEEN logical_date() - INTERVAL '6 days' AND logical_date() GROUP BY customer"
+echo "$JOB" > "$WORK/job.sql"
 
 # "wall cpu" seconds of a command.
 timed() {
-  local t0 t1 c0 c1
-  c0=$(awk '{print $14+$15+$16+$17}' /proc/$$/stat)
+  local t0 t1 c0 c1 me=$BASHPID
+  c0=$(awk '{print $14+$15+$16+$17}' /proc/$me/stat)
   t0=$(date +%s.%N)
   "$@" >/dev/null 2>&1
   t1=$(date +%s.%N)
-  c1=$(awk '{print $14+$15+$16+$17}' /proc/$$/stat)
+  c1=$(awk '{print $14+$15+$16+$17}' /proc/$me/stat)
   echo "$(echo "$t1 - $t0" | bc) $(echo "($c1 - $c0) / $(getconf CLK_TCK)" | bc -l)"
 }
-n=0
-production() { n=$((n + 1)); lb run prod_out --date 2026-01-31 --run-id "p$n" --sql "$JOB"; }
+# Fresh run ids every time (each is a real recompute, never "already committed").
+production() { lb run prod_out --date 2026-01-31 --run-id "p$(date +%s%N)" --sql "$JOB"; }
 backfill() { # $1: priority
-  n=$((n + 1))
+  local n
+  n=$(date +%s%N)
   lb backfill bf_out --from 2026-01-01 --to 2026-01-30 --only all --max-parallel 2 --priority "$1" \
-    --command "$BIN run bf_out --date {date} --run-id b$n-{date} --sql '$JOB'"
+    --command "$BIN run bf_out --date {date} --run-id b$n-{date} --sql \"\$(cat $WORK/job.sql)\""
 }
 
 results="$WORK/results"
-for mode in on off; do
-  if [ $mode = on ]; then prio=nice; lb warehouse set production-first on >/dev/null
-  else prio=normal; lb warehouse set production-first off >/dev/null; fi
+for mode in on idle off; do
+  case $mode in
+    on) prio=nice; lb warehouse set production-first on >/dev/null ;;
+    idle) prio=idle; lb warehouse set production-first on >/dev/null ;;
+    off) prio=normal; lb warehouse set production-first off >/dev/null ;;
+  esac
   # The backfill alone.
   for _ in 1 2 3; do echo "$mode backfill-alone $(timed backfill $prio)" >> "$results"; done
   for _ in $(seq 1 "$PAIRS"); do
     echo "$mode alone $(timed production)" >> "$results"
     t0=$(date +%s.%N)
-    backfill $prio >/dev/null 2>&1 &
+    backfill $prio > "$WORK/backfill.log" 2>&1 &
     bf=$!
     sleep 1.5
     echo "$mode contended $(timed production)" >> "$results"
-    wait $bf
+    wait $bf || { cat "$WORK/backfill.log"; exit 1; }
     echo "$mode backfill-contended $(echo "$(date +%s.%N) - $t0" | bc) 0" >> "$results"
   done
 done
@@ -77,11 +84,11 @@ lb warehouse set production-first on >/dev/null
 lb warehouse set max-backfill-runs 2 >/dev/null
 for t in bf_out bf2_out; do
   lb backfill $t --from 2026-01-01 --to 2026-01-10 --only all --max-parallel 2 \
-    --command "$BIN run $t --date {date} --run-id s-$t-{date} --sql '$JOB'" > "$WORK/$t.out" 2>&1 &
+    --command "$BIN run $t --date {date} --run-id s-$t-{date} --sql \"\$(cat $WORK/job.sql)\"" > "$WORK/$t.out" 2>&1 &
 done
 most=0
 while [ -n "$(jobs -r)" ]; do
-  live=$(find "$WH/bf_out/_logbook/running" "$WH/bf2_out/_logbook/running" -name '*.json' 2>/dev/null | wc -l)
+  live=$(find "$WH/bf_out/_logbook/running" "$WH/bf2_out/_logbook/running" -name '*.json' 2>/dev/null | wc -l || true)
   [ "$live" -gt "$most" ] && most=$live
   sleep 0.05
 done
@@ -101,11 +108,12 @@ def spread(mode):
 print(f"pairs {sys.argv[2]}, {int(sys.argv[3]):,} rows per date")
 print("| mechanism | production alone (wall / cpu s) | during a 30-date backfill | ratio | alone-vs-alone spread | backfill alone | backfill with the production run | growth vs production alone |")
 print("|---|---|---|---|---|---|---|---|")
-for mode in ("on", "off"):
+for mode in ("on", "idle", "off"):
     a, ac = med(mode, "alone"), med(mode, "alone", 3)
     c, cc = med(mode, "contended"), med(mode, "contended", 3)
     b, bc_ = med(mode, "backfill-alone"), med(mode, "backfill-contended")
     print(f"| {mode} | {a:.2f} / {ac:.2f} | {c:.2f} / {cc:.2f} | **{c/a:.2f}x** | {spread(mode):.2f}x | {b:.2f} | {bc_:.2f} | {(bc_-b)/a:.2f}x |")
-on, off = med("on", "backfill-alone"), med("off", "backfill-alone")
-print(f"backfill alone, mechanism on vs off: throughput {off/on:.2f}x of off")
+off = med("off", "backfill-alone")
+for mode in ("on", "idle"):
+    print(f"backfill alone, mechanism {mode} vs off: throughput {off / med(mode, 'backfill-alone'):.2f}x of off")
 PY

@@ -89,7 +89,12 @@ pub(crate) async fn date_statuses(
 ) -> Result<Vec<DateStatus>, UiError> {
     let table = open(state, name).await?;
     let (from, to) = range.resolve(&table).await?;
-    let status = lifecycle::status(&state.warehouse, name, Some(from), to).await?;
+    // Dates a person asked for are shown even before a table without a
+    // schedule has any, as `logbook status --from` shows them.
+    let status = match range.from {
+        Some(_) => lifecycle::status_asked(&state.warehouse, name, None, Some(from), to).await?,
+        None => lifecycle::status(&state.warehouse, name, Some(from), to).await?,
+    };
     Ok(status.dates)
 }
 

@@ -53,10 +53,11 @@ pub struct Args {
     /// a run's data. Dates already running go on.
     #[arg(long, value_name = "HH:MM-HH:MM")]
     pause_during: Option<Window>,
-    /// The CPU and I/O priority of the commands: `nice` (nice 19 and I/O
-    /// class idle), `idle` (the SCHED_IDLE scheduling class and I/O class
-    /// idle) or `normal`.
-    #[arg(long, default_value = "nice")]
+    /// The CPU and I/O priority of the commands: `idle` (the SCHED_IDLE
+    /// scheduling class and I/O class idle: they run only on CPU nobody
+    /// else wants; chosen by measurement, BENCHMARKS.md "Production
+    /// first"), `nice` (nice 19 and I/O class idle) or `normal`.
+    #[arg(long, default_value = "idle")]
     priority: Priority,
 }
 

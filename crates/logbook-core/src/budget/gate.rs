@@ -84,8 +84,10 @@ pub struct BackfillGate {
     table: Option<String>,
     what: String,
     observer: Observer,
-    /// How long to wait between looks (a quarter of the latest lease).
+    /// The longest wait between looks (a quarter of the latest lease).
     pause_ms: u64,
+    /// Looks that found no turn since the last that found one.
+    waited: u32,
 }
 
 impl Warehouse {
@@ -98,6 +100,7 @@ impl Warehouse {
             what: what.to_string(),
             observer: Observer::new(self.options().clock.clone()),
             pause_ms: 1_000,
+            waited: 0,
         }
     }
 }
@@ -171,9 +174,14 @@ impl Warehouse {
 }
 
 impl BackfillGate {
-    /// How long to wait between looks (a quarter of the lease, 0.1 to 2 s).
+    /// How long to wait before the next look: 100 ms after the first look
+    /// that found no turn, half again as long after each further one, up
+    /// to a quarter of the lease (at most 2 s). A backfill held back by a
+    /// short production run starts again within a fraction of that run's
+    /// time; one waiting long looks every 2 s.
     pub fn pause(&self) -> Duration {
-        Duration::from_millis(self.pause_ms)
+        let grown = 100.0 * 1.5f64.powi(self.waited.saturating_sub(1).min(20) as i32);
+        Duration::from_millis((grown as u64).min(self.pause_ms))
     }
 
     /// Look once: may a backfill run of `date` start now?
@@ -185,9 +193,11 @@ impl BackfillGate {
             false => vec![],
         };
         if budget.production_first && !production.is_empty() {
+            self.waited += 1;
             return Ok(Entry::Wait(Waiting::Production(production)));
         }
         if !budget.limits_backfills() {
+            self.waited = 0;
             return Ok(Entry::Go(None));
         }
         let beside_production = budget
@@ -216,12 +226,18 @@ impl BackfillGate {
         let clock = self.warehouse.options().clock.clone();
         Ok(
             match try_claim(&objects, capacity, &request, &mut self.observer, &clock).await? {
-                Look::Took(lease) => Entry::Go(Some(lease)),
-                Look::Full(held) => Entry::Wait(Waiting::Slots {
-                    capacity,
-                    held,
-                    production: production.len(),
-                }),
+                Look::Took(lease) => {
+                    self.waited = 0;
+                    Entry::Go(Some(lease))
+                }
+                Look::Full(held) => {
+                    self.waited += 1;
+                    Entry::Wait(Waiting::Slots {
+                        capacity,
+                        held,
+                        production: production.len(),
+                    })
+                }
             },
         )
     }
