@@ -261,10 +261,7 @@ pub(crate) fn launched(class: Option<&str>, slot: Option<&str>) -> PyResult<Laun
         .map(str::parse::<SlotTicket>)
         .transpose()
         .map_err(errors::core)?;
-    Ok(match (class, ticket) {
-        (Some(RunClass::Backfill), t) | (None, t @ Some(_)) => Launched::ByRunner(t),
-        (class, _) => Launched::Alone(class.unwrap_or_default()),
-    })
+    Ok(Launched::handed(class, ticket))
 }
 
 impl Table {

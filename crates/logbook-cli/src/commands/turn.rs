@@ -40,10 +40,7 @@ pub async fn take(
     };
     // `backfill` sets both for the commands it launched (the slot when the
     // budget limits backfills): it took their turn already.
-    let launched = match (class, ticket) {
-        (Some(RunClass::Backfill), t) | (None, t @ Some(_)) => Launched::ByRunner(t),
-        (class, _) => Launched::Alone(class.unwrap_or_default()),
-    };
+    let launched = Launched::handed(class, ticket);
     let mut said = None;
     let on_wait = |why: &logbook_core::budget::Waiting| {
         let line = why.to_string();

@@ -21,6 +21,19 @@ pub enum Launched {
     Alone(RunClass),
 }
 
+impl Launched {
+    /// From what a backfill runner hands the commands it launches (class
+    /// `backfill`, and its slot when the budget limits backfills): then
+    /// the runner took the turn. Otherwise the run is on its own, as
+    /// `class` says (production by default).
+    pub fn handed(class: Option<RunClass>, ticket: Option<SlotTicket>) -> Self {
+        match (class, ticket) {
+            (Some(RunClass::Backfill), t) | (None, t @ Some(_)) => Launched::ByRunner(t),
+            (class, _) => Launched::Alone(class.unwrap_or_default()),
+        }
+    }
+}
+
 /// A run's turn: hold it for the whole run, [`Turn::end`] it after.
 #[derive(Debug)]
 pub struct Turn {
