@@ -333,3 +333,35 @@ fn listening_beyond_loopback_needs_a_token() {
     let err = refused(&logbook(dir.path(), &["ui", "--listen", "0.0.0.0:0"]));
     assert!(err.contains("without a token"), "{err}");
 }
+
+/// The live runs by class, on the home page and in the API: a production
+/// run's announcement (as one on another machine leaves it), and none once
+/// it is gone.
+#[test]
+fn the_home_page_shows_live_runs_by_class() {
+    let dir = warehouse();
+    let wh = dir.path();
+    let live = wh.join("_logbook/production");
+    std::fs::create_dir_all(&live).unwrap();
+    std::fs::write(
+        live.join("nightly.json"),
+        r#"{"table":"revenue","date":"2026-03-21","run_id":"nightly-0321","beat":3,"lease_ms":600000,"started_ms":0}"#,
+    )
+    .unwrap();
+    let ui = Ui::start(wh, &[]);
+    let runs = ui.json("/api/runs");
+    assert_eq!(
+        runs["production"][0]["record"]["run_id"], "nightly-0321",
+        "{runs}"
+    );
+    assert_eq!(runs["backfill"].as_array().unwrap().len(), 0, "{runs}");
+    let (code, home) = ui.get("/");
+    assert_eq!(code, 200);
+    assert!(
+        home.contains("Live runs") && home.contains("nightly-0321"),
+        "{home}"
+    );
+    std::fs::remove_file(live.join("nightly.json")).unwrap();
+    let (_, home) = ui.get("/");
+    assert!(home.contains("No run is live."), "{home}");
+}

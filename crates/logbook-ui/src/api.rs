@@ -81,6 +81,13 @@ pub(crate) async fn tables(State(state): State<Arc<AppState>>) -> Result<Json<Co
     Ok(Json((*state.summaries.get().await?).clone()))
 }
 
+/// The runs live now, by class (what `logbook warehouse show` lists).
+pub(crate) async fn runs(
+    State(state): State<Arc<AppState>>,
+) -> Result<Json<logbook_core::budget::LiveRuns>, UiError> {
+    Ok(Json(state.warehouse.live_runs().await?))
+}
+
 /// The status of each date (`logbook status T --json`).
 pub(crate) async fn date_statuses(
     state: &AppState,

@@ -72,6 +72,7 @@ fn app(warehouse: Warehouse, options: UiOptions) -> (Router, Arc<summaries::Summ
         .route("/assets/ui.css", get(pages::css))
         .route("/assets/ui.js", get(pages::js))
         .route("/api/tables", get(api::tables))
+        .route("/api/runs", get(api::runs))
         .route("/api/tables/{table}/status", get(api::status))
         .route("/api/tables/{table}/log", get(api::log))
         .route("/api/tables/{table}/partitions", get(api::partitions))

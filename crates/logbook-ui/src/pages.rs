@@ -63,6 +63,7 @@ pub(crate) async fn home(State(state): State<Arc<AppState>>) -> Response {
     let body = async {
         let count = state.summaries.get().await?;
         let tables = &count.tables;
+        let live = state.warehouse.live_runs().await?;
         Ok(html! {
             p.counted {
                 "Tables, versions and dates per state as counted at " (time(count.counted_ms))
@@ -92,10 +93,35 @@ pub(crate) async fn home(State(state): State<Arc<AppState>>) -> Response {
                 } } }
             }
             @if tables.is_empty() { p { "No tables yet." } }
+            (live_runs(&live))
         })
     }
     .await;
     page("warehouse", body)
+}
+
+/// The runs live now, by class: production runs (backfills hold back
+/// while any is live) and the backfill slots held.
+fn live_runs(live: &logbook_core::budget::LiveRuns) -> Markup {
+    html! {
+        h2 { "Live runs" }
+        table.list.live {
+            thead { tr { th { "class" } th { "run" } th { "not renewed for" } } }
+            tbody {
+                @for p in &live.production { tr {
+                    td { "production" @if p.record.waiting { " (waiting)" } }
+                    td { (p.record.table) " " (p.record.date.to_string()) ", run " (p.record.run_id) }
+                    td.num { (p.unrenewed_ms / 1000) " s" }
+                } }
+                @for (k, s) in &live.backfill { tr {
+                    td { "backfill (slot " (k) ")" }
+                    td { (s.record.what) }
+                    td.num { (s.unrenewed_ms / 1000) " s" }
+                } }
+            }
+        }
+        @if live.production.is_empty() && live.backfill.is_empty() { p { "No run is live." } }
+    }
 }
 
 fn time(ms: i64) -> String {

@@ -108,7 +108,7 @@ impl Warehouse {
 /// The runs live in the warehouse now, by class, as one look finds them:
 /// a run that died shows until someone has timed its lease out, so each
 /// says when the store last saw it renewed.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct LiveRuns {
     /// Production runs announced (running or waiting).
     pub production: Vec<Live<ProductionRecord>>,
@@ -119,7 +119,7 @@ pub struct LiveRuns {
 /// A live run's record, and how long ago the store last saw it renewed
 /// (the store's clock against this process's: a hint for people, never
 /// used to expire anything).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Live<T> {
     pub record: T,
     pub unrenewed_ms: i64,
