@@ -98,6 +98,9 @@ impl Run {
             if let Ok(rc) = self.take() {
                 let _ = wait(py, || rc.writer.abort());
             }
+            // The run is over: its announcement or slot goes now, not when
+            // the traceback holding this object is collected.
+            self.end_turn(py);
         }
         written
     }
@@ -105,7 +108,7 @@ impl Run {
     /// Commit the partition with the run's lineage. Returns `(version,
     /// already_committed, run_id)`.
     fn commit(&self, py: Python<'_>) -> PyResult<(u64, bool, String)> {
-        let rc = self.take()?;
+        let rc = self.take().inspect_err(|_| self.end_turn(py))?;
         let committed = wait(py, || rc.commit_run());
         self.end_turn(py);
         let (info, run) = committed.map_err(errors::query)?;
@@ -114,7 +117,7 @@ impl Run {
 
     /// Give up: nothing is committed and the staged files are deleted.
     fn abort(&self, py: Python<'_>) -> PyResult<()> {
-        let rc = self.take()?;
+        let rc = self.take().inspect_err(|_| self.end_turn(py))?;
         let aborted = wait(py, || rc.writer.abort());
         self.end_turn(py);
         aborted.map_err(errors::core)

@@ -219,8 +219,10 @@ impl Warehouse {
     ) -> PyResult<String> {
         let end = parse_date("end", end)?;
         let start = start.map(|d| parse_date("start", d)).transpose()?;
-        let status =
-            wait(py, || lifecycle::status(&self.inner, table, start, end)).map_err(errors::core)?;
+        let status = wait(py, || {
+            lifecycle::status_asked(&self.inner, table, None, start, end)
+        })
+        .map_err(errors::core)?;
         to_json(&status.dates)
     }
 
@@ -237,8 +239,10 @@ impl Warehouse {
         let only: Selection = only.parse().map_err(errors::invalid)?;
         let end = parse_date("end", end)?;
         let start = start.map(|d| parse_date("start", d)).transpose()?;
-        let status =
-            wait(py, || lifecycle::status(&self.inner, table, start, end)).map_err(errors::core)?;
+        let status = wait(py, || {
+            lifecycle::status_asked(&self.inner, table, None, start, end)
+        })
+        .map_err(errors::core)?;
         to_json(&lifecycle::plan(&status, only))
     }
 

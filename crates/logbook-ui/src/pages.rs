@@ -63,7 +63,8 @@ pub(crate) async fn home(State(state): State<Arc<AppState>>) -> Response {
     let body = async {
         let count = state.summaries.get().await?;
         let tables = &count.tables;
-        let live = state.warehouse.live_runs().await?;
+        // The live runs are read now; a failure says so, the count stays.
+        let live = state.warehouse.live_runs().await;
         Ok(html! {
             p.counted {
                 "Tables, versions and dates per state as counted at " (time(count.counted_ms))
@@ -93,7 +94,10 @@ pub(crate) async fn home(State(state): State<Arc<AppState>>) -> Response {
                 } } }
             }
             @if tables.is_empty() { p { "No tables yet." } }
-            (live_runs(&live))
+            @match &live {
+                Ok(live) => (live_runs(live)),
+                Err(e) => p.error { "The live runs could not be read: " (e) },
+            }
         })
     }
     .await;

@@ -22,14 +22,15 @@ pub enum Launched {
 }
 
 impl Launched {
-    /// From what a backfill runner hands the commands it launches (class
-    /// `backfill`, and its slot when the budget limits backfills): then
-    /// the runner took the turn. Otherwise the run is on its own, as
-    /// `class` says (production by default).
+    /// From what a backfill runner hands the commands it launches: its
+    /// slot (when the budget limits backfills) means the runner took the
+    /// turn. Otherwise the run is on its own, as `class` says (production
+    /// by default): a backfill on its own passes the gate itself, so a
+    /// backfill run by hand obeys the budget too.
     pub fn handed(class: Option<RunClass>, ticket: Option<SlotTicket>) -> Self {
-        match (class, ticket) {
-            (Some(RunClass::Backfill), t) | (None, t @ Some(_)) => Launched::ByRunner(t),
-            (class, _) => Launched::Alone(class.unwrap_or_default()),
+        match ticket {
+            Some(t) => Launched::ByRunner(Some(t)),
+            None => Launched::Alone(class.unwrap_or_default()),
         }
     }
 }
