@@ -11,6 +11,7 @@ mod dimension;
 mod fault_store;
 mod flight;
 mod format;
+mod heavy_steps;
 mod lifecycle;
 mod local_fs;
 mod maintenance;

@@ -16,12 +16,12 @@ use crate::common::*;
 
 /// A handle on the warehouse in `store`, as one process would open it,
 /// reading `clock`.
-fn process(store: &Arc<dyn ObjectStore>, clock: &Arc<ManualClock>) -> Warehouse {
+pub(crate) fn process(store: &Arc<dyn ObjectStore>, clock: &Arc<ManualClock>) -> Warehouse {
     let loc = StorageLocation::from_store(store.clone(), "wh", "memory://wh");
     Warehouse::new(loc, options().with_clock(clock.clone()))
 }
 
-fn world() -> (Arc<dyn ObjectStore>, Arc<ManualClock>) {
+pub(crate) fn world() -> (Arc<dyn ObjectStore>, Arc<ManualClock>) {
     (
         Arc::new(InMemory::new()),
         Arc::new(ManualClock::new(1_700_000_000_000)),
@@ -341,6 +341,7 @@ async fn a_budget_of_zero_is_refused() {
         Box::new(|b: &mut logbook::budget::RunBudget| b.max_backfill_runs = Some(0))
             as Box<dyn Fn(&mut _)>,
         Box::new(|b: &mut logbook::budget::RunBudget| b.max_runs = Some(0)),
+        Box::new(|b: &mut logbook::budget::RunBudget| b.max_heavy_steps = Some(0)),
         Box::new(|b: &mut logbook::budget::RunBudget| b.lease_ms = 10),
     ] {
         let e = wh.set_run_budget(|b| bad(b)).await.unwrap_err();

@@ -522,6 +522,11 @@ bad!(
     ["max-runs", "-1", "at least 1"]
 );
 bad!(
+    a_heavy_step_limit_of_zero,
+    |w| v(&["warehouse", "set", "max-heavy-steps", "0"]),
+    ["max-heavy-steps", "at least 1"]
+);
+bad!(
     a_run_budget_that_is_not_a_number,
     |w| v(&["warehouse", "set", "max-backfill-runs", "two"]),
     ["max-backfill-runs", "\"two\""]

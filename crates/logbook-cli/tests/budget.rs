@@ -209,3 +209,77 @@ fn a_backfill_runs_the_dates_asked_for_or_says_why_not() {
         "{none}"
     );
 }
+
+/// Under `max-heavy-steps 1`, with the one heavy-step slot held (by a
+/// holder written into the warehouse as another process's would be): a
+/// production `write` commits at once; a backfill `write` waits, saying
+/// who holds the slot, and commits once it is released. `warehouse show`
+/// lists the step under way.
+#[test]
+fn a_backfill_write_waits_for_a_heavy_step_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    daily(&wh, "t", false);
+    ok(&logbook(&wh, &["warehouse", "set", "max-heavy-steps", "1"]));
+    let slot = wh.join("_logbook/heavy/0000");
+    std::fs::create_dir_all(&slot).unwrap();
+    let held = |gen: u64, released: bool| {
+        let record = serde_json::json!({
+            "holder": "h", "what": "a compaction elsewhere", "beat": gen,
+            "lease_ms": 600000, "started_ms": 0, "released": released,
+        });
+        std::fs::write(
+            slot.join(format!("{gen:020}.json")),
+            serde_json::to_vec(&record).unwrap(),
+        )
+        .unwrap();
+    };
+    held(0, false);
+    let show = ok(&logbook(&wh, &["warehouse", "show"]));
+    assert!(
+        show.contains("heavy steps under way (max-heavy-steps): 1")
+            && show.contains("slot 0: a compaction elsewhere"),
+        "{show}"
+    );
+    let csv = |date: &str| {
+        let path = dir.path().join(format!("{date}.csv"));
+        std::fs::write(&path, format!("date,n\n{date},1\n")).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let (prod, back) = (csv("2026-03-01"), csv("2026-03-02"));
+    ok(&logbook(
+        &wh,
+        &["write", "t", "--date", "2026-03-01", &prod],
+    ));
+
+    let mut waiting = Command::new(env!("CARGO_BIN_EXE_logbook"))
+        .arg("--warehouse")
+        .arg(&wh)
+        .args(["write", "t", "--date", "2026-03-02", &back])
+        .env("LOGBOOK_RUN_CLASS", "backfill")
+        .env_remove("LOGBOOK_WAREHOUSE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        waiting.try_wait().unwrap().is_none(),
+        "the backfill write did not wait for the heavy-step slot"
+    );
+    let parts = ok(&logbook(&wh, &["partitions", "t", "--json"]));
+    assert!(!parts.contains("2026-03-02"), "{parts}");
+    let released = Instant::now();
+    held(1, true);
+    let out = waiting.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("waiting to write table t, partition 2026-03-02: all 1 heavy-step slots are held: a compaction elsewhere"),
+        "{said}"
+    );
+    assert!(released.elapsed() < Duration::from_secs(20));
+    assert_eq!(classes(&wh, "t"), ["production", "backfill"]);
+    let show = ok(&logbook(&wh, &["warehouse", "show"]));
+    assert!(!show.contains("heavy steps under way"), "{show}");
+}

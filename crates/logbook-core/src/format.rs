@@ -873,10 +873,9 @@ pub(crate) mod layout {
     /// Backfill slots (relative to the warehouse root): generation `gen`
     /// of slot `k` is a lease, created with put-if-absent.
     pub const SLOTS_DIR: &str = "_logbook/slots";
-    /// Generation `gen` of backfill slot `k`.
-    pub fn slot(k: u32, gen: u64) -> String {
-        format!("{SLOTS_DIR}/{k:04}/{gen:020}.json")
-    }
+    /// Heavy-step slots (relative to the warehouse root), kept as backfill
+    /// slots are.
+    pub const HEAVY_DIR: &str = "_logbook/heavy";
     /// Live and waiting production runs (relative to the warehouse root).
     pub const PRODUCTION_DIR: &str = "_logbook/production";
 

@@ -6,6 +6,7 @@
 use std::sync::{Mutex, TryLockError};
 
 use logbook_core::budget::Turn;
+use logbook_core::Warehouse;
 use logbook_datafusion::run::RunContext;
 use pyo3::prelude::*;
 use pyo3_arrow::input::AnyRecordBatch;
@@ -21,13 +22,16 @@ pub struct Run {
     context: Mutex<Option<RunContext>>,
     /// The run's turn in the warehouse's run budget, ended with the run.
     turn: Mutex<Option<Turn>>,
+    /// Where the turn is held.
+    warehouse: Warehouse,
 }
 
 impl Run {
-    pub(crate) fn new(context: RunContext, turn: Turn) -> Self {
+    pub(crate) fn new(context: RunContext, turn: Turn, warehouse: Warehouse) -> Self {
         Self {
             context: Mutex::new(Some(context)),
             turn: Mutex::new(Some(turn)),
+            warehouse,
         }
     }
 
@@ -37,6 +41,16 @@ impl Run {
         if let Some(turn) = turn {
             wait(py, || turn.end());
         }
+    }
+
+    /// Begin the run's heavy step (once; it ends with the turn).
+    fn begin_heavy(&self, py: Python<'_>) -> PyResult<()> {
+        let warehouse = &self.warehouse;
+        let mut guard = self.turn.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(turn) = guard.as_mut() else {
+            return Ok(());
+        };
+        wait(py, || turn.begin_heavy(warehouse, |_| {})).map_err(errors::core)
     }
 
     /// The run, for one call at a time: a second thread using the same run
@@ -92,8 +106,14 @@ impl Run {
     /// Returns the rows written.
     /// A failed write aborts the run: batches already written cannot be
     /// taken back, so committing or writing again would keep part of it.
+    /// The first write begins the run's heavy step: a backfill waits while
+    /// the warehouse's `max-heavy-steps` are under way.
     fn write(&self, py: Python<'_>, data: AnyRecordBatch) -> PyResult<u64> {
-        let written = self.with(|rc| streams::write_all(py, &mut rc.writer, data));
+        // Inside `with`: a second thread using this run meanwhile is refused.
+        let written = self.with(|rc| {
+            self.begin_heavy(py)?;
+            streams::write_all(py, &mut rc.writer, data)
+        });
         if written.is_err() {
             if let Ok(rc) = self.take() {
                 let _ = wait(py, || rc.writer.abort());

@@ -120,10 +120,16 @@ impl Table {
         let run_id = run.run_id.clone();
         let launched = launched(run_class, slot)?;
         let (wh, name, staged) = (&self.warehouse, self.inner.name(), stage.is_some());
-        let turn = wait(py, || {
+        let mut turn = wait(py, || {
             Turn::take(wh, name, date, &run_id, staged, launched, |_| {})
         })
         .map_err(errors::core)?;
+        // The write is the heavy step: a backfill waits while the
+        // warehouse's `max-heavy-steps` are under way.
+        if let Err(e) = wait(py, || turn.begin_heavy(wh, |_| {})) {
+            wait(py, || turn.end());
+            return Err(errors::core(e));
+        }
         let run = RunInfo {
             class: Some(turn.class),
             ..run

@@ -199,7 +199,7 @@ impl Warehouse {
             run = run.within_slot(t);
         }
         match wait(py, || run.start()) {
-            Ok(context) => Ok(Run::new(context, turn)),
+            Ok(context) => Ok(Run::new(context, turn, self.inner.clone())),
             Err(e) => {
                 wait(py, || turn.end());
                 Err(errors::query(e))

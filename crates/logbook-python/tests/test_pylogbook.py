@@ -211,6 +211,54 @@ def test_runs_take_their_turn_in_the_run_budget(wh, monkeypatch):
     assert orders.latest_version() == before
 
 
+def test_a_backfill_write_waits_for_a_heavy_step_slot(wh):
+    import json
+    import threading
+    import time
+
+    root = Path(wh.uri.removeprefix("file://"))
+    slot = root / "_logbook" / "heavy" / "0000"
+    slot.mkdir(parents=True)
+
+    def held(gen, released):
+        record = {"holder": "h", "what": "a compaction elsewhere", "beat": gen,
+                  "lease_ms": 600000, "started_ms": 0, "released": released}
+        (slot / ("%020d.json" % gen)).write_text(json.dumps(record))
+
+    import os
+    import subprocess
+
+    cli = os.environ["LOGBOOK_BIN"]
+    subprocess.run([cli, "--warehouse", wh.uri, "warehouse", "set", "max-heavy-steps", "1"],
+                   check=True, capture_output=True)
+    held(0, False)
+    orders = wh.table("orders")
+    # Production never waits for a heavy-step slot.
+    orders.replace_partition("2026-03-15", orders_on("2026-03-15"), run_id="p-15")
+    # A backfill's write (a table's, or a run's) waits until one is free.
+    done = []
+
+    def backfill():
+        orders.replace_partition("2026-03-20", orders_on("2026-03-20"), run_id="bf-20",
+                                 run_class="backfill")
+        with wh.run("revenue", "2026-03-20", run_class="backfill") as run:
+            run.write(run.sql(REVENUE_SQL))
+        done.append(True)
+
+    t = threading.Thread(target=backfill)
+    t.start()
+    time.sleep(1.5)
+    assert t.is_alive() and "2026-03-20" not in [p["date"] for p in orders.partitions()]
+    held(1, True)
+    t.join(timeout=30)
+    assert done == [True]
+    classes = {p["date"]: p["class"] for p in orders.partitions()}
+    assert (classes["2026-03-15"], classes["2026-03-20"]) == ("production", "backfill")
+    assert [p["class"] for p in wh.table("revenue").partitions()] == ["backfill"]
+    latest = sorted(slot.glob("*.json"))[-1]
+    assert json.loads(latest.read_text())["released"], "a heavy step was left held"
+
+
 def test_a_failed_write_aborts_the_run(wh):
     with pytest.raises(lb.LogbookError, match="aborted"):
         with wh.run("revenue", "2026-03-15") as run:

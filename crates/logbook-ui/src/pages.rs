@@ -105,7 +105,7 @@ pub(crate) async fn home(State(state): State<Arc<AppState>>) -> Response {
 }
 
 /// The runs live now, by class: production runs (backfills hold back
-/// while any is live) and the backfill slots held.
+/// while any is live), the backfill slots held and the heavy steps under way.
 fn live_runs(live: &logbook_core::budget::LiveRuns) -> Markup {
     html! {
         h2 { "Live runs" }
@@ -119,6 +119,11 @@ fn live_runs(live: &logbook_core::budget::LiveRuns) -> Markup {
                 } }
                 @for (k, s) in &live.backfill { tr {
                     td { "backfill (slot " (k) ")" }
+                    td { (s.record.what) }
+                    td.num { (s.unrenewed_ms / 1000) " s" }
+                } }
+                @for (k, s) in &live.heavy { tr {
+                    td { "heavy step (slot " (k) ")" }
                     td { (s.record.what) }
                     td.num { (s.unrenewed_ms / 1000) " s" }
                 } }

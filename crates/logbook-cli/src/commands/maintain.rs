@@ -6,7 +6,7 @@ use chrono::NaiveDate;
 use indicatif::{ProgressBar, ProgressStyle};
 use logbook_core::clock::{Clock, SystemClock};
 use logbook_core::maintenance::{self, CompactOptions, Keep, VacuumOptions};
-use logbook_core::Warehouse;
+use logbook_core::{RunClass, Warehouse};
 
 use super::CliError;
 
@@ -79,22 +79,20 @@ pub async fn compact(warehouse: &Warehouse, args: CompactArgs) -> Result<(), Cli
         );
         return Ok(());
     }
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} partitions {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+    // A compaction is a heavy step, never production's: it waits while the
+    // warehouse's `max-heavy-steps` are under way.
+    let what = format!(
+        "compaction of {} (pid {})",
+        table.name(),
+        std::process::id()
     );
-    let report = maintenance::compact(&table, &options, &|p| {
-        bar.set_length(p.partitions_total as u64);
-        bar.set_position(p.partitions_done as u64);
-        bar.set_message(format!(
-            "{} rewritten",
-            bytesize::ByteSize::b(p.bytes_rewritten)
-        ));
-    })
-    .await?;
-    bar.finish_and_clear();
+    let doing = format!("waiting to compact table {}", table.name());
+    let step = warehouse
+        .heavy_step(RunClass::Backfill, &what, super::turn::say_wait(doing))
+        .await?;
+    let compacted = rewrite(&table, &options).await;
+    step.end().await;
+    let report = compacted?;
     for d in &report.dropped {
         println!("{d} left alone: replaced while it was being compacted");
     }
@@ -109,6 +107,30 @@ pub async fn compact(warehouse: &Warehouse, args: CompactArgs) -> Result<(), Cli
         report.commits
     );
     Ok(())
+}
+
+/// The rewrite itself, with a progress bar.
+async fn rewrite(
+    table: &logbook_core::Table,
+    options: &CompactOptions,
+) -> logbook_core::Result<maintenance::CompactReport> {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} partitions {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let report = maintenance::compact(table, options, &|p| {
+        bar.set_length(p.partitions_total as u64);
+        bar.set_position(p.partitions_done as u64);
+        bar.set_message(format!(
+            "{} rewritten",
+            bytesize::ByteSize::b(p.bytes_rewritten)
+        ));
+    })
+    .await;
+    bar.finish_and_clear();
+    report
 }
 
 #[derive(Debug, clap::Args)]

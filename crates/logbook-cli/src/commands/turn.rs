@@ -3,7 +3,7 @@
 //! `logbook_core::budget::Turn`).
 
 use chrono::NaiveDate;
-use logbook_core::budget::{Launched, SlotTicket, Turn};
+use logbook_core::budget::{Launched, SlotTicket, Turn, Waiting};
 use logbook_core::{RunClass, Warehouse};
 
 use super::CliError;
@@ -41,13 +41,23 @@ pub async fn take(
     // `backfill` sets both for the commands it launched (the slot when the
     // budget limits backfills): it took their turn already.
     let launched = Launched::handed(class, ticket);
+    let on_wait = say_wait(format!("waiting to start table {table}, partition {date}"));
+    let mut turn = Turn::take(warehouse, table, date, run_id, staged, launched, on_wait).await?;
+    // `write` and `run` write their output from the start: the heavy step
+    // is the whole command.
+    let on_wait = say_wait(format!("waiting to write table {table}, partition {date}"));
+    turn.begin_heavy(warehouse, on_wait).await?;
+    Ok(turn)
+}
+
+/// Say on stderr why a run waits, each reason once: `doing: reason`.
+pub fn say_wait(doing: String) -> impl FnMut(&Waiting) {
     let mut said = None;
-    let on_wait = |why: &logbook_core::budget::Waiting| {
+    move |why: &Waiting| {
         let line = why.to_string();
         if said.as_ref() != Some(&line) {
-            eprintln!("waiting to start table {table}, partition {date}: {line}");
+            eprintln!("{doing}: {line}");
             said = Some(line);
         }
-    };
-    Ok(Turn::take(warehouse, table, date, run_id, staged, launched, on_wait).await?)
+    }
 }

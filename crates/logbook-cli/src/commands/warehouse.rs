@@ -10,13 +10,13 @@ pub enum Command {
     /// The run budget, and the runs live now by class.
     Show,
     /// Set a budget setting: `max-backfill-runs N`, `max-runs N`,
-    /// `production-first on|off`, `lease-ms N`.
+    /// `max-heavy-steps N`, `production-first on|off`, `lease-ms N`.
     Set {
         setting: Setting,
         #[arg(allow_hyphen_values = true)]
         value: String,
     },
-    /// Remove a limit (`max-backfill-runs`, `max-runs`).
+    /// Remove a limit (`max-backfill-runs`, `max-runs`, `max-heavy-steps`).
     Unset { setting: Setting },
 }
 
@@ -27,6 +27,8 @@ pub enum Setting {
     MaxBackfillRuns,
     /// A backfill run starts only while fewer runs than this (of any class) are live.
     MaxRuns,
+    /// At most this many backfill heavy steps (writing a run's output, a compaction) at once.
+    MaxHeavySteps,
     /// While a production run is live or waiting, backfills start no new date (on by default).
     ProductionFirst,
     /// How long a slot or announcement lives unrenewed, as its observers time it.
@@ -47,6 +49,7 @@ pub async fn run(warehouse: &Warehouse, command: Command) -> Result<(), CliError
                 .set_run_budget(|b| match setting {
                     Setting::MaxBackfillRuns => b.max_backfill_runs = None,
                     Setting::MaxRuns => b.max_runs = None,
+                    Setting::MaxHeavySteps => b.max_heavy_steps = None,
                     Setting::ProductionFirst => b.production_first = true,
                     Setting::LeaseMs => b.lease_ms = RunBudget::default().lease_ms,
                 })
@@ -82,6 +85,10 @@ fn parse(setting: Setting, value: &str) -> Result<Change, CliError> {
             let n = count("max-runs")?;
             Box::new(move |b| b.max_runs = Some(n))
         }
+        Setting::MaxHeavySteps => {
+            let n = count("max-heavy-steps")?;
+            Box::new(move |b| b.max_heavy_steps = Some(n))
+        }
         Setting::LeaseMs => {
             let n = count("lease-ms")?;
             Box::new(move |b| b.lease_ms = u64::from(n))
@@ -105,6 +112,7 @@ fn print_budget(b: &RunBudget) {
     let limit = |v: Option<u32>| v.map_or("no limit".to_string(), |n| n.to_string());
     println!("max-backfill-runs  {}", limit(b.max_backfill_runs));
     println!("max-runs           {}", limit(b.max_runs));
+    println!("max-heavy-steps    {}", limit(b.max_heavy_steps));
     println!(
         "production-first   {}",
         if b.production_first { "on" } else { "off" }
@@ -131,6 +139,16 @@ pub async fn print_live(warehouse: &Warehouse) -> Result<(), CliError> {
     for (k, s) in &live.backfill {
         let age = unrenewed(s.unrenewed_ms, s.record.lease_ms);
         println!("    slot {k}: {}{age}", s.record.what);
+    }
+    if !live.heavy.is_empty() {
+        println!(
+            "heavy steps under way (max-heavy-steps): {}",
+            live.heavy.len()
+        );
+        for (k, s) in &live.heavy {
+            let age = unrenewed(s.unrenewed_ms, s.record.lease_ms);
+            println!("    slot {k}: {}{age}", s.record.what);
+        }
     }
     Ok(())
 }

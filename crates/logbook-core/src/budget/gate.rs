@@ -7,7 +7,7 @@ use chrono::NaiveDate;
 use crate::error::Result;
 use crate::warehouse::Warehouse;
 
-use super::slot::{try_claim, Look};
+use super::slot::{try_claim, Look, Pool};
 use super::{Objects, Observer, ProductionRecord, SlotLease, SlotRecord};
 
 /// Why a backfill run may not start yet.
@@ -21,6 +21,11 @@ pub enum Waiting {
         capacity: u32,
         held: Vec<SlotRecord>,
         production: usize,
+    },
+    /// Every heavy-step slot is held (`max-heavy-steps`).
+    Heavy {
+        capacity: u32,
+        held: Vec<SlotRecord>,
     },
 }
 
@@ -54,16 +59,31 @@ impl std::fmt::Display for Waiting {
                 if *production > 0 {
                     write!(f, " ({production} production runs count against max-runs)")?;
                 }
-                if let Some(first) = held.first() {
-                    write!(f, ": {}", first.what)?;
-                    if held.len() > 1 {
-                        write!(f, " and {} more", held.len() - 1)?;
-                    }
-                }
-                Ok(())
+                holders(f, held)
+            }
+            Waiting::Heavy { capacity, held } => {
+                write!(f, "all {capacity} heavy-step slots are held")?;
+                holders(f, held)
             }
         }
     }
+}
+
+fn holders(f: &mut std::fmt::Formatter<'_>, held: &[SlotRecord]) -> std::fmt::Result {
+    if let Some(first) = held.first() {
+        write!(f, ": {}", first.what)?;
+        if held.len() > 1 {
+            write!(f, " and {} more", held.len() - 1)?;
+        }
+    }
+    Ok(())
+}
+
+/// The wait after `waited` looks that found no turn: 100 ms, half again
+/// as long after each further look, up to `longest_ms`.
+pub(crate) fn pause(waited: u32, longest_ms: u64) -> Duration {
+    let grown = 100.0 * 1.5f64.powi(waited.saturating_sub(1).min(20) as i32);
+    Duration::from_millis((grown as u64).min(longest_ms))
 }
 
 /// What one look at the budget decided.
@@ -114,6 +134,8 @@ pub struct LiveRuns {
     pub production: Vec<Live<ProductionRecord>>,
     /// Backfill slots held, by slot number.
     pub backfill: Vec<(u32, Live<SlotRecord>)>,
+    /// Heavy-step slots held, by slot number (see `HeavyStep`).
+    pub heavy: Vec<(u32, Live<SlotRecord>)>,
 }
 
 /// A live run's record, and how long ago the store last saw it renewed
@@ -126,7 +148,8 @@ pub struct Live<T> {
 }
 
 impl Warehouse {
-    /// The runs live now: announced production runs and held backfill slots.
+    /// The runs live now: announced production runs, held backfill slots,
+    /// and the heavy steps under way.
     pub async fn live_runs(&self) -> Result<LiveRuns> {
         let objects = Objects {
             location: self.location().clone(),
@@ -142,35 +165,44 @@ impl Warehouse {
                 unrenewed_ms: now - at,
             })
             .collect();
-        let listed = objects
-            .list_modified(crate::format::layout::SLOTS_DIR)
-            .await?;
-        let mut backfill = Vec::new();
-        for (k, gens) in super::slot::heads(&objects).await? {
-            let Some(&gen) = gens.last() else { continue };
-            let path = crate::format::layout::slot(k, gen);
-            let at = listed
-                .iter()
-                .find(|(p, _)| *p == path)
-                .map_or(now, |(_, at)| *at);
-            if let Some(record) = super::slot::read_record(&objects, &path).await? {
-                if !record.released {
-                    let unrenewed_ms = now - at;
-                    backfill.push((
-                        k,
-                        Live {
-                            record,
-                            unrenewed_ms,
-                        },
-                    ));
-                }
-            }
-        }
         Ok(LiveRuns {
             production,
-            backfill,
+            backfill: held_slots(&objects, Pool::Runs, now).await?,
+            heavy: held_slots(&objects, Pool::Heavy, now).await?,
         })
     }
+}
+
+/// The slots of `pool` held now, by number, with how long each went
+/// unrenewed by the store's clock (`now`: this process's).
+async fn held_slots(
+    objects: &Objects,
+    pool: Pool,
+    now: i64,
+) -> Result<Vec<(u32, Live<SlotRecord>)>> {
+    let listed = objects.list_modified(pool.dir()).await?;
+    let mut held = Vec::new();
+    for (k, gens) in super::slot::heads(objects, pool).await? {
+        let Some(&gen) = gens.last() else { continue };
+        let path = pool.slot(k, gen);
+        let at = listed
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map_or(now, |(_, at)| *at);
+        if let Some(record) = super::slot::read_record(objects, &path).await? {
+            if !record.released {
+                let unrenewed_ms = now - at;
+                held.push((
+                    k,
+                    Live {
+                        record,
+                        unrenewed_ms,
+                    },
+                ));
+            }
+        }
+    }
+    Ok(held)
 }
 
 impl BackfillGate {
@@ -180,8 +212,7 @@ impl BackfillGate {
     /// short production run starts again within a fraction of that run's
     /// time; one waiting long looks every 2 s.
     pub fn pause(&self) -> Duration {
-        let grown = 100.0 * 1.5f64.powi(self.waited.saturating_sub(1).min(20) as i32);
-        Duration::from_millis((grown as u64).min(self.pause_ms))
+        pause(self.waited, self.pause_ms)
     }
 
     /// Look once: may a backfill run of `date` start now?
@@ -207,25 +238,27 @@ impl BackfillGate {
             .max_backfill_runs
             .unwrap_or(u32::MAX)
             .min(beside_production);
-        let request = SlotRecord {
-            holder: self.warehouse.options().ids.next_id().to_string(),
-            table: self.table.clone(),
-            date,
-            what: match date {
-                Some(d) => format!("{} ({d})", self.what),
-                None => self.what.clone(),
-            },
-            beat: 0,
-            lease_ms: budget.lease_ms,
-            started_ms: 0,
-            released: false,
+        let what = match date {
+            Some(d) => format!("{} ({d})", self.what),
+            None => self.what.clone(),
         };
+        let holder = self.warehouse.options().ids.next_id().to_string();
+        let request = SlotRecord::request(holder, self.table.clone(), date, what, budget.lease_ms);
         let objects = Objects {
             location: self.warehouse.location().clone(),
         };
         let clock = self.warehouse.options().clock.clone();
         Ok(
-            match try_claim(&objects, capacity, &request, &mut self.observer, &clock).await? {
+            match try_claim(
+                &objects,
+                Pool::Runs,
+                capacity,
+                &request,
+                &mut self.observer,
+                &clock,
+            )
+            .await?
+            {
                 Look::Took(lease) => {
                     self.waited = 0;
                     Entry::Go(Some(lease))

@@ -5,6 +5,7 @@
 //! <warehouse>/_logbook/budget/<n>.json              the budget, version n (put-if-absent)
 //! <warehouse>/_logbook/slots/<k>/<gen>.json         backfill slot k, generation gen: a lease
 //! <warehouse>/_logbook/production/<id>.json         a live (or waiting) production run
+//! <warehouse>/_logbook/heavy/<k>/<gen>.json         heavy-step slot k (`heavy.rs`)
 //! ```
 //!
 //! Lifecycle of a backfill run (driven by [`BackfillGate`]):
@@ -38,6 +39,7 @@
 //! its commit's put (there are no fencing tokens in object stores).
 
 mod gate;
+mod heavy;
 mod keeper;
 mod production;
 mod settings;
@@ -45,6 +47,7 @@ mod slot;
 mod turn;
 
 pub use gate::{BackfillGate, Entry, Live, LiveRuns, Waiting};
+pub use heavy::HeavyStep;
 pub use production::{ProductionRecord, ProductionRun};
 pub use settings::RunBudget;
 pub(crate) use slot::ticket_holds;

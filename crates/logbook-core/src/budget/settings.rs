@@ -22,6 +22,10 @@ pub struct RunBudget {
     /// wait.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_runs: Option<u32>,
+    /// At most this many heavy steps of backfill runs at once (`None`: no
+    /// limit): writing a run's output, a compaction (see `HeavyStep`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_heavy_steps: Option<u32>,
     /// While a production run is live or waiting, no backfill run starts.
     pub production_first: bool,
     /// How long a slot or a production announcement lives without being
@@ -34,6 +38,7 @@ impl Default for RunBudget {
         Self {
             max_backfill_runs: None,
             max_runs: None,
+            max_heavy_steps: None,
             production_first: true,
             lease_ms: 30_000,
         }
@@ -51,6 +56,7 @@ impl RunBudget {
         for (name, value) in [
             ("max-backfill-runs", self.max_backfill_runs),
             ("max-runs", self.max_runs),
+            ("max-heavy-steps", self.max_heavy_steps),
         ] {
             if value == Some(0) {
                 return Err(invalid(format!(

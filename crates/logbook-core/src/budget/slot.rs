@@ -16,6 +16,50 @@ use crate::format::layout;
 use super::keeper::Keeper;
 use super::{encode, Objects, Observer};
 
+impl SlotRecord {
+    /// What a claimant asks to hold (its beat and start are set on claim).
+    pub(crate) fn request(
+        holder: String,
+        table: Option<String>,
+        date: Option<NaiveDate>,
+        what: String,
+        lease_ms: u64,
+    ) -> Self {
+        Self {
+            holder,
+            table,
+            date,
+            what,
+            beat: 0,
+            lease_ms,
+            started_ms: 0,
+            released: false,
+        }
+    }
+}
+
+/// Which slots: backfill runs' (`max-backfill-runs`, `max-runs`) or heavy
+/// steps' (`max-heavy-steps`). Both work alike, each under its own prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pool {
+    Runs,
+    Heavy,
+}
+
+impl Pool {
+    pub(crate) fn dir(self) -> &'static str {
+        match self {
+            Pool::Runs => layout::SLOTS_DIR,
+            Pool::Heavy => layout::HEAVY_DIR,
+        }
+    }
+
+    /// Generation `gen` of slot `k`.
+    pub(crate) fn slot(self, k: u32, gen: u64) -> String {
+        format!("{}/{k:04}/{gen:020}.json", self.dir())
+    }
+}
+
 /// What a slot's generation says: who holds it, or that it was released.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotRecord {
@@ -96,7 +140,7 @@ pub(crate) async fn ticket_holds(
 }
 
 async fn holds(objects: &Objects, ticket: SlotTicket, what: &str) -> Result<()> {
-    match superseded(objects, ticket.slot, ticket.generation).await? {
+    match superseded(objects, Pool::Runs, ticket.slot, ticket.generation).await? {
         false => Ok(()),
         true => Err(Error::SlotLost {
             what: what.to_string(),
@@ -109,8 +153,8 @@ async fn holds(objects: &Objects, ticket: SlotTicket, what: &str) -> Result<()> 
 /// Does slot `k` hold a generation after `generation`? One listing of the
 /// slot: successors delete the generations before them, so looking for
 /// `generation + 1` alone could miss a successor's successor.
-async fn superseded(objects: &Objects, k: u32, generation: u64) -> Result<bool> {
-    let dir = format!("{}/{k:04}/", layout::SLOTS_DIR);
+async fn superseded(objects: &Objects, pool: Pool, k: u32, generation: u64) -> Result<bool> {
+    let dir = format!("{}/{k:04}/", pool.dir());
     let listed = objects.list(&dir).await?;
     Ok(listed.iter().any(|path| {
         path.rsplit('/')
@@ -121,12 +165,12 @@ async fn superseded(objects: &Objects, k: u32, generation: u64) -> Result<bool> 
     }))
 }
 
-/// The latest generation of each slot, from one listing.
-pub(crate) async fn heads(objects: &Objects) -> Result<BTreeMap<u32, Vec<u64>>> {
+/// The generations of each slot of `pool`, oldest first, from one listing.
+pub(crate) async fn heads(objects: &Objects, pool: Pool) -> Result<BTreeMap<u32, Vec<u64>>> {
     let mut slots: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-    for path in objects.list(layout::SLOTS_DIR).await? {
+    for path in objects.list(pool.dir()).await? {
         let parsed = path
-            .strip_prefix(layout::SLOTS_DIR)
+            .strip_prefix(pool.dir())
             .and_then(|rest| rest.strip_prefix('/'))
             .and_then(|rest| rest.strip_suffix(".json"))
             .and_then(|rest| rest.split_once('/'))
@@ -177,18 +221,19 @@ pub(crate) enum Look {
 /// the claim takes the lowest free number below it.
 pub(crate) async fn try_claim(
     objects: &Objects,
+    pool: Pool,
     capacity: u32,
     request: &SlotRecord,
     observer: &mut Observer,
     clock: &Arc<dyn Clock>,
 ) -> Result<Look> {
-    let slots = heads(objects).await?;
+    let slots = heads(objects, pool).await?;
     let mut held = Vec::new();
     // Free slots below the capacity: (number, next generation).
     let mut free = Vec::new();
     for (&k, gens) in &slots {
         let Some(&gen) = gens.last() else { continue };
-        let path = layout::slot(k, gen);
+        let path = pool.slot(k, gen);
         let next = match read_record(objects, &path).await? {
             // Replaced meanwhile: the next look sees its successor.
             None => continue,
@@ -197,7 +242,7 @@ pub(crate) async fn try_claim(
                 tracing::warn!(slot = k, generation = gen, holder = %found.what, "a backfill slot's lease expired; taking it over");
                 if k >= capacity {
                     // Above the budget: retire it, so it stops counting.
-                    retire(objects, k, gen, found).await?;
+                    retire(objects, pool, k, gen, found).await?;
                     continue;
                 }
                 gen + 1
@@ -224,24 +269,25 @@ pub(crate) async fn try_claim(
         let mut record = request.clone();
         record.started_ms = clock.now_millis();
         record.beat = 0;
-        let path = layout::slot(k, next);
+        let path = pool.slot(k, next);
         if !objects.create(&path, encode(&path, &record)?).await? {
             continue;
         }
         // Generations are deleted once superseded, so a claimant that
         // listed long ago can create one again: only the slot's latest
         // generation is held.
-        if superseded(objects, k, next).await? {
+        if superseded(objects, pool, k, next).await? {
             let _ = objects.delete(&path).await;
             continue;
         }
         // Earlier generations are history now (best effort: a listing
         // finds the latest whatever is left).
         for &old in slots.get(&k).map(Vec::as_slice).unwrap_or_default() {
-            let _ = objects.delete(&layout::slot(k, old)).await;
+            let _ = objects.delete(&pool.slot(k, old)).await;
         }
         return Ok(Look::Took(SlotLease::new(
             objects.clone(),
+            pool,
             k,
             next,
             record,
@@ -254,10 +300,16 @@ pub(crate) async fn try_claim(
 
 /// End slot `k` at `gen` (an expired holder's, numbered above the budget)
 /// by creating its successor marked released.
-async fn retire(objects: &Objects, k: u32, gen: u64, mut record: SlotRecord) -> Result<()> {
+async fn retire(
+    objects: &Objects,
+    pool: Pool,
+    k: u32,
+    gen: u64,
+    mut record: SlotRecord,
+) -> Result<()> {
     record.released = true;
     record.beat += 1;
-    let path = layout::slot(k, gen + 1);
+    let path = pool.slot(k, gen + 1);
     objects.create(&path, encode(&path, &record)?).await?;
     Ok(())
 }
@@ -303,6 +355,7 @@ impl Renewals {
 #[derive(Debug)]
 pub struct SlotLease {
     objects: Objects,
+    pool: Pool,
     slot: u32,
     generation: u64,
     record: Arc<Mutex<SlotRecord>>,
@@ -314,6 +367,7 @@ pub struct SlotLease {
 impl SlotLease {
     fn new(
         objects: Objects,
+        pool: Pool,
         slot: u32,
         generation: u64,
         record: SlotRecord,
@@ -328,6 +382,7 @@ impl SlotLease {
         };
         Self {
             objects,
+            pool,
             slot,
             generation,
             record: Arc::new(Mutex::new(record)),
@@ -355,7 +410,7 @@ impl SlotLease {
             self.renewals.clone(),
             self.clock.clone(),
         );
-        let (slot, generation) = (self.slot, self.generation);
+        let (pool, slot, generation) = (self.pool, self.slot, self.generation);
         self.keeper = Some(Keeper::spawn(every, move || {
             let (objects, record, renewals, clock) = (
                 objects.clone(),
@@ -366,6 +421,7 @@ impl SlotLease {
             async move {
                 match renew(
                     &objects,
+                    pool,
                     slot,
                     generation,
                     &record,
@@ -408,6 +464,7 @@ impl SlotLease {
     pub async fn renew(&self) -> Result<()> {
         renew(
             &self.objects,
+            self.pool,
             self.slot,
             self.generation,
             &self.record,
@@ -435,7 +492,7 @@ impl SlotLease {
         if self.renewals.lost.load(Ordering::SeqCst) {
             return Err(lost);
         }
-        match superseded(&self.objects, self.slot, self.generation).await? {
+        match superseded(&self.objects, self.pool, self.slot, self.generation).await? {
             true => Err(lost),
             false => Ok(()),
         }
@@ -448,7 +505,7 @@ impl SlotLease {
         let mut record = self.describe_record();
         record.released = true;
         record.beat += 1;
-        let next = layout::slot(self.slot, self.generation + 1);
+        let next = self.pool.slot(self.slot, self.generation + 1);
         let released = match encode(&next, &record) {
             Ok(bytes) => self.objects.create(&next, bytes).await.map(|_| ()),
             Err(e) => Err(e),
@@ -459,7 +516,7 @@ impl SlotLease {
         }
         let _ = self
             .objects
-            .delete(&layout::slot(self.slot, self.generation))
+            .delete(&self.pool.slot(self.slot, self.generation))
             .await;
     }
 
@@ -477,13 +534,14 @@ impl SlotLease {
 
 async fn renew(
     objects: &Objects,
+    pool: Pool,
     slot: u32,
     generation: u64,
     record: &Mutex<SlotRecord>,
     renewals: &Renewals,
     clock: &dyn Clock,
 ) -> Result<()> {
-    let path = layout::slot(slot, generation);
+    let path = pool.slot(slot, generation);
     let bytes = {
         let mut record = record.lock().unwrap_or_else(|e| e.into_inner());
         record.beat += 1;
@@ -492,7 +550,7 @@ async fn renew(
     let sent = clock.elapsed_millis();
     objects.put(&path, bytes).await?;
     renewals.landed(sent);
-    if superseded(objects, slot, generation).await? {
+    if superseded(objects, pool, slot, generation).await? {
         renewals.set_lost();
         return Err(Error::SlotLost {
             what: record

@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::format::RunClass;
 use crate::warehouse::Warehouse;
 
-use super::{ProductionRun, SlotLease, SlotTicket, Waiting};
+use super::{HeavyStep, ProductionRun, SlotLease, SlotTicket, Waiting};
 
 /// How a run came to be started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,8 +43,11 @@ pub struct Turn {
     /// The slot the run's commit must still hold
     /// (`PartitionWriter::within_slot`).
     pub ticket: Option<SlotTicket>,
+    /// The run, for people: `revenue 2026-11-03 (run r1)`.
+    what: String,
     production: Option<ProductionRun>,
     lease: Option<SlotLease>,
+    heavy: Option<HeavyStep>,
 }
 
 impl Turn {
@@ -64,8 +67,10 @@ impl Turn {
         let mut turn = Self {
             class: RunClass::Backfill,
             ticket: None,
+            what: format!("{table} {date} (run {run_id})"),
             production: None,
             lease: None,
+            heavy: None,
         };
         match launched {
             Launched::ByRunner(ticket) => turn.ticket = ticket,
@@ -84,8 +89,7 @@ impl Turn {
                 }
             }
             Launched::Alone(_) => {
-                let what = format!("{table} {date} (run {run_id})");
-                let mut gate = warehouse.backfill_gate(Some(table), &what);
+                let mut gate = warehouse.backfill_gate(Some(table), &turn.what);
                 turn.lease = gate.enter(Some(date), on_wait).await?;
                 turn.ticket = turn.lease.as_ref().map(SlotLease::ticket);
             }
@@ -93,9 +97,29 @@ impl Turn {
         Ok(turn)
     }
 
+    /// The run starts writing its output: its heavy step begins (a
+    /// backfill waits while `max-heavy-steps` are under way, telling
+    /// `on_wait` why). Once per run: the step lasts until [`Turn::end`].
+    pub async fn begin_heavy(
+        &mut self,
+        warehouse: &Warehouse,
+        on_wait: impl FnMut(&Waiting),
+    ) -> Result<()> {
+        if self.heavy.is_none() {
+            let step = warehouse
+                .heavy_step(self.class, &self.what, on_wait)
+                .await?;
+            self.heavy = Some(step);
+        }
+        Ok(())
+    }
+
     /// The run is over, committed or not: the announcement goes, the slot
-    /// is released.
+    /// and the heavy step's slot are released.
     pub async fn end(self) {
+        if let Some(h) = self.heavy {
+            h.end().await;
+        }
         if let Some(p) = self.production {
             p.end().await;
         }
