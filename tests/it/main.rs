@@ -21,6 +21,7 @@ mod multi_publish;
 mod point_in_time;
 mod pruning;
 mod query;
+mod racing_publishers;
 mod read_cost;
 mod replace;
 mod run_budget;

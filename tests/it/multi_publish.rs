@@ -17,13 +17,13 @@ use crate::fault_store::{Fault, FaultStore};
 /// The chain: an upstream table, one derived from it, an aggregate of that.
 pub const CHAIN: [&str; 3] = ["up", "mid", "agg"];
 
-fn day(i: u64) -> NaiveDate {
+pub(crate) fn day(i: u64) -> NaiveDate {
     date("2026-03-01").checked_add_days(Days::new(i)).unwrap()
 }
 
 /// A warehouse on `store` whose tables wait `wait_ms` for an undecided
 /// publish before aborting it.
-fn warehouse_on(store: Arc<dyn ObjectStore>, wait_ms: u64) -> Warehouse {
+pub(crate) fn warehouse_on(store: Arc<dyn ObjectStore>, wait_ms: u64) -> Warehouse {
     let loc = StorageLocation::from_store(store, "wh", "memory://wh");
     Warehouse::new(
         loc,
@@ -72,13 +72,13 @@ async fn chain_world_with(
 
 /// The first date tests write outside the stage (production and later
 /// commits): [`generations`] leaves them out.
-fn outside(i: u64) -> NaiveDate {
+pub(crate) fn outside(i: u64) -> NaiveDate {
     day(40 + i)
 }
 
 /// The generation ("old"/"new") of every staged date of `snap`, from its
 /// rows.
-async fn generations(snap: &Snapshot) -> Vec<String> {
+pub(crate) async fn generations(snap: &Snapshot) -> Vec<String> {
     let mut out = Vec::new();
     for p in snap.partitions().await.unwrap() {
         if p.date >= outside(0) {
@@ -93,7 +93,11 @@ async fn generations(snap: &Snapshot) -> Vec<String> {
 
 /// The one generation the three tables show at `point` (each read at its
 /// head, stepped back to the point), or a panic naming the mix.
-async fn one_generation(wh: &Warehouse, point: Option<WarehousePoint>, what: &str) -> String {
+pub(crate) async fn one_generation(
+    wh: &Warehouse,
+    point: Option<WarehousePoint>,
+    what: &str,
+) -> String {
     let mut seen = Vec::new();
     for name in CHAIN {
         let t = wh.table(name).await.unwrap();

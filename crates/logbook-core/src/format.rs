@@ -343,9 +343,30 @@ pub struct TxnPart {
     pub rows_added: u64,
     pub files_added: u64,
     pub files_removed: u64,
+    /// The undecided parts of the same publish number this part was built
+    /// on, oldest first (publishers racing for one number, whose parts
+    /// exclude each other: one decision commits at most one of them). If
+    /// the decision commits one of those, this part reads as that one's
+    /// snapshot (see `publish` module, "Racing publishers").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub over: Vec<StackedOn>,
     /// How this build resolved the part (never stored).
     #[serde(skip)]
     pub state: TxnState,
+}
+
+/// An undecided part a [`TxnPart`] was built on: what the version holds
+/// if the decision commits that part instead.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StackedOn {
+    /// The part's publish attempt.
+    pub id: Uuid,
+    /// The stage it publishes.
+    pub stage: String,
+    /// The version it landed as.
+    pub version: u64,
+    /// The root manifest it commits.
+    pub manifest: String,
 }
 
 /// What the warehouse decided for a [`TxnPart`], as far as a reader knows.

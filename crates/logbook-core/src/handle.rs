@@ -167,7 +167,10 @@ impl TableInner {
             version: entry.version,
             seq: part.seq,
         })?;
-        part.state = publishes.state(part).await?;
+        let Some(decision) = publishes.decision(part.seq).await? else {
+            return Ok(());
+        };
+        part.state = decision.resolves(part);
         if part.state == TxnState::Committed {
             entry.manifest = part.manifest.clone();
             entry.dates = part.dates.clone();
@@ -177,6 +180,14 @@ impl TableInner {
             entry.publish = Some(PublishMark {
                 seq: part.seq,
                 version: entry.version,
+            });
+        } else if let Some(below) = decision.commits_one_of(&part.over) {
+            // Built on a rival part the decision committed: this version
+            // changes nothing after it, so it holds that part's snapshot.
+            entry.manifest = below.manifest.clone();
+            entry.publish = Some(PublishMark {
+                seq: part.seq,
+                version: below.version,
             });
         }
         Ok(())

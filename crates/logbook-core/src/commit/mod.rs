@@ -89,8 +89,18 @@ async fn place(
         // 0. Never build on an undecided multi-table publish part: wait for
         // its decision, or abort it (`publish/settle.rs`). The head's
         // snapshot is usually remembered, so a commit pays nothing here.
+        // A publish part goes on a rival attempt's undecided part of the
+        // same number without waiting: one decision settles both, and the
+        // part records the rival's (`next.rs`), so two publishers crossing
+        // on two tables never wait for each other.
         let mut head_snap = table.snapshot(head).await?;
-        if head_snap.undecided_part().is_some() {
+        let rival = |part: &crate::format::TxnPart| {
+            pending
+                .txn
+                .as_ref()
+                .is_some_and(|t| t.seq == part.seq && t.id != part.id)
+        };
+        if head_snap.undecided_part().is_some_and(|p| !rival(p)) {
             let own_stage = pending.txn.as_ref().map(|t| t.stage.as_str());
             crate::publish::settle(table, head, own_stage).await?;
             head_snap = table.snapshot(head).await?;

@@ -19,8 +19,8 @@ use crate::change_index::ChangeIndex;
 use crate::error::Result;
 use crate::format::{
     layout, month_key, DateRange, DimensionFiles, LogEntry, MonthManifest, MonthRef, Operation,
-    PartitionEntry, RootManifest, RunRef, TxnPart, TxnState, ENTRY_FORMAT_TXN, FORMAT_SPANS,
-    RUN_RETRY_WINDOW,
+    PartitionEntry, RootManifest, RunRef, StackedOn, TxnPart, TxnState, ENTRY_FORMAT_TXN,
+    FORMAT_SPANS, RUN_RETRY_WINDOW,
 };
 use crate::handle::TableInner;
 use crate::snapshot::Snapshot;
@@ -335,7 +335,22 @@ fn entry(
     };
     if let Some(txn) = &pending.txn {
         // A publish part: the entry's own fields are the head's state (a
-        // commit changing nothing) until the warehouse decides it.
+        // commit changing nothing) until the warehouse decides it. On an
+        // undecided part of a rival attempt at the same number, that state
+        // is the one before both, and the rival's own goes into `over`.
+        let over = match head.undecided_part() {
+            Some(rival) if rival.seq == txn.seq => {
+                let mut over = rival.over.clone();
+                over.push(StackedOn {
+                    id: rival.id,
+                    stage: rival.stage.clone(),
+                    version: head.version(),
+                    manifest: rival.manifest.clone(),
+                });
+                over
+            }
+            _ => Vec::new(),
+        };
         entry.txn = Some(TxnPart {
             seq: txn.seq,
             id: txn.id,
@@ -345,6 +360,7 @@ fn entry(
             rows_added: std::mem::take(&mut entry.rows_added),
             files_added: std::mem::take(&mut entry.files_added),
             files_removed: std::mem::take(&mut entry.files_removed),
+            over,
             state: TxnState::Pending,
         });
         entry.format = ENTRY_FORMAT_TXN;

@@ -8,7 +8,7 @@
 //!
 //! Lifecycle of publish `seq`, attempt `id` (driven by `stage::warehouse`):
 //! 1. **Prepare.** The publisher takes `seq` = the publish log's head + 1
-//!    and commits one entry per table, in name order, through each table's
+//!    and commits one entry per table, all at once, through each table's
 //!    own pipeline (its conflict checks against the stage's base). Each
 //!    entry carries a [`TxnPart`]: `seq`, `id` and the manifest it commits.
 //!    Its own fields describe a commit that changes nothing, so until the
@@ -23,9 +23,17 @@
 //!    lands, never both. A decision at `seq` naming another attempt (two
 //!    publishers took the same number) voids `id`'s parts as well.
 //!
+//! 4. **Racing publishers.** Two attempts at the same `seq` exclude each
+//!    other (the decision names one id), so a part goes on a rival's
+//!    undecided part of its own `seq` without waiting, recording it in
+//!    [`TxnPart::over`]; the version then reads as the rival's snapshot if
+//!    the decision commits the rival. Publishers crossing on two tables
+//!    never wait for each other.
+//!
 //! **Guarantee.** Every part of a publish becomes visible with one object,
 //! or none does, whatever crashed where. Versions are only ever built on
-//! decided parts, so an aborted part stays a no-op: nothing built after it
+//! decided parts (a part also on a rival's of its own number, which it
+//! records), so an aborted part stays a no-op: nothing built after it
 //! holds its rows. Single-table commits never touch the publish log; they
 //! read one decision when the head they build on is an undecided part.
 //!
@@ -57,7 +65,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::format::{layout, TxnPart, TxnState};
+use crate::format::{layout, StackedOn, TxnPart, TxnState};
 use crate::log::{Created, Log};
 use crate::storage::StorageLocation;
 
@@ -91,6 +99,14 @@ impl Decision {
         match self.id == part.id && self.outcome == Outcome::Committed {
             true => TxnState::Committed,
             false => TxnState::Void,
+        }
+    }
+
+    /// The rival part among `over` this decision committed, if any.
+    pub(crate) fn commits_one_of<'a>(&self, over: &'a [StackedOn]) -> Option<&'a StackedOn> {
+        match self.outcome {
+            Outcome::Committed => over.iter().find(|below| below.id == self.id),
+            Outcome::Aborted => None,
         }
     }
 }

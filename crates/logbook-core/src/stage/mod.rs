@@ -373,7 +373,8 @@ impl Stage {
         // (vacuum keeps the files they name): refuse until it is decided.
         let head = self.table.latest().await?;
         if let Some(part) = head.undecided_part() {
-            if part.stage == self.info.name {
+            let stages = std::iter::once(&part.stage).chain(part.over.iter().map(|o| &o.stage));
+            if stages.into_iter().any(|s| *s == self.info.name) {
                 return Err(Error::PublishUndecided {
                     table: self.table.name().to_string(),
                     version: head.version(),

@@ -171,27 +171,37 @@ impl WarehouseStage {
             tables: BTreeMap::new(),
             timestamp_ms: 0,
         };
-        // Prepare: one part per table, in name order (so two publishes
-        // meet on their first common table, and one waits for the other).
+        // Prepare: one part per table, all at once. A rival attempt at the
+        // same number never makes us wait (parts go on its undecided ones,
+        // `commit` step 0), so two publishers crossing on two tables both
+        // land and the decision picks one.
+        let txn = &txn;
+        let landed = futures::future::join_all(
+            stages.iter().zip(&staged).map(|(stage, dates)| async move {
+                stage.commit_part(dates, Some(txn.clone()), force).await
+            }),
+        )
+        .await;
         let mut infos = BTreeMap::new();
-        for (stage, dates) in stages.iter().zip(&staged) {
-            match stage.commit_part(dates, Some(txn.clone()), force).await {
+        let mut failed = None;
+        for (stage, landed) in stages.iter().zip(landed) {
+            match landed {
                 Ok(info) => {
                     let table = stage.table.name().to_string();
                     decision.tables.insert(table.clone(), info.version);
                     infos.insert(table, info);
                 }
-                Err(e) => {
-                    // Void the parts that landed now rather than after a
-                    // committer's wait (best effort: that wait is the
-                    // fallback).
-                    decision.timestamp_ms = inner.options.clock.now_millis();
-                    if let Err(abort) = publishes.decide(&decision).await {
-                        tracing::warn!(seq = txn.seq, error = %abort, "aborting a failed publish; its parts stay undecided until a commit aborts them");
-                    }
-                    return Err(e);
-                }
+                Err(e) => failed = failed.or(Some(e)),
             }
+        }
+        if let Some(e) = failed {
+            // Void the parts that landed now rather than after a
+            // committer's wait (best effort: that wait is the fallback).
+            decision.timestamp_ms = inner.options.clock.now_millis();
+            if let Err(abort) = publishes.decide(&decision).await {
+                tracing::warn!(seq = txn.seq, error = %abort, "aborting a failed publish; its parts stay undecided until a commit aborts them");
+            }
+            return Err(e);
         }
         // Decide: the commit point.
         decision.outcome = Outcome::Committed;
