@@ -4,10 +4,12 @@
 //! `cargo bench --bench publish`. Tables live in `memory://` so the figures
 //! measure logbook's own work (the publish log, parts, resolution).
 //!
-//! - `commit/{none,publishes}`: opening a table and replacing one
-//!   partition, in a warehouse that has had no multi-table publish, and in
-//!   one where the table took part in 100 of them and its head is a
-//!   publish's part before each commit (the case that reads a decision).
+//! - `commit/{none,publishes,elsewhere}`: opening a table and replacing
+//!   one partition after the same setup work (a date staged in three
+//!   tables and published), in a warehouse that has had no multi-table
+//!   publish, in one where the table's head is a publish's part before
+//!   each commit (the case that reads a decision), and in one with
+//!   publishes of the other tables only.
 //! - `publish/{1,3}x90`: publishing a stage of 90 dates in one table, and
 //!   across three tables as one.
 //! - `query/{none,publishes}`: opening a table and reading one date, in a
@@ -74,12 +76,16 @@ fn publish_costs(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(5))
         .sample_size(20);
 
-    // Single-table commits beside multi-table publishes: the setup leaves
-    // a decided part at the head (or a plain commit, for `none`), the
-    // timed routine is the commit alone.
-    // `elsewhere`: the setup publishes the other two tables (the same
-    // setup work, no part at this table's head): what the setup costs the
-    // routine, not the part.
+    // Single-table commits beside multi-table publishes: each iteration's
+    // setup stages one date in all three tables and publishes them, the
+    // timed routine is a commit to `a` alone. The setups do the same work
+    // and differ only in how the stages are published:
+    // - `none`: each table's stage on its own (plain commits; the
+    //   warehouse has no multi-table publish);
+    // - `publishes`: all three as one (the head of `a` is a decided part:
+    //   the case that reads a decision);
+    // - `elsewhere`: `b` and `c` as one, `a` on its own (publishes in the
+    //   warehouse, none at this table's head).
     for (label, publishes) in [("none", 0u64), ("publishes", 100), ("elsewhere", 100)] {
         let wh = rt.block_on(warehouse(
             &format!("memory://commit-{label}"),
@@ -88,26 +94,24 @@ fn publish_costs(c: &mut Criterion) {
         ));
         let n = AtomicU64::new(0);
         let rows = batches(day(5), 10);
-        let other = batches(day(6), 10);
         group.bench_function(BenchmarkId::new("commit", label), |b| {
             b.iter_batched(
                 || {
                     let i = n.fetch_add(1, Ordering::Relaxed);
                     rt.block_on(async {
-                        match publishes {
-                            0 => {
-                                let t = wh.table("a").await.unwrap();
-                                replace(&t, day(6), &other, format!("x{i}")).await;
-                            }
-                            _ => {
-                                let tables = match label {
-                                    "elsewhere" => &TABLES[1..],
-                                    _ => &TABLES[..],
-                                };
-                                stage_all(&wh, &format!("x{i}"), tables, 1, 1).await;
-                                let stage = wh.stage(&format!("x{i}")).await.unwrap();
-                                stage.publish(true).await.unwrap();
-                            }
+                        let name = format!("x{i}");
+                        stage_all(&wh, &name, &TABLES, 1, 1).await;
+                        let alone: &[&str] = match label {
+                            "none" => &TABLES,
+                            "elsewhere" => &TABLES[..1],
+                            _ => &[],
+                        };
+                        for t in alone {
+                            let stage = wh.table(t).await.unwrap().stage(&name).await.unwrap();
+                            stage.publish(true).await.unwrap();
+                        }
+                        if alone.len() < TABLES.len() {
+                            wh.stage(&name).await.unwrap().publish(true).await.unwrap();
                         }
                         i
                     })

@@ -120,3 +120,55 @@ async fn a_backfill_step_waits_for_a_free_slot_and_production_never_does() {
     production.end().await;
     assert!(wh.live_runs().await.unwrap().heavy.is_empty());
 }
+
+/// The steps of one warehouse handle share one slot (a job writing two
+/// outputs at once never waits for itself): under `max-heavy-steps 1` a
+/// second step of the handle begins at once, another handle's waits, and
+/// the slot goes when the handle's last step ends.
+#[tokio::test]
+async fn the_steps_of_one_handle_share_its_slot() {
+    let (store, clock) = world();
+    let wh = process(&store, &clock);
+    wh.set_run_budget(|b| b.max_heavy_steps = Some(1))
+        .await
+        .unwrap();
+    let first = wh
+        .heavy_step(RunClass::Backfill, "a (run 1)", |_| {})
+        .await
+        .unwrap();
+    let second = tokio::time::timeout(
+        Duration::from_secs(5),
+        wh.heavy_step(RunClass::Backfill, "b (run 2)", |why| {
+            panic!("waited for its own handle's slot: {why}")
+        }),
+    )
+    .await
+    .expect("a second step of the handle begins at once")
+    .unwrap();
+    assert!(second.holds_slot());
+    let other = process(&store, &clock);
+    let waiting = tokio::spawn(async move {
+        other
+            .heavy_step(RunClass::Backfill, "c (another process)", |_| {})
+            .await
+    });
+    first.end().await;
+    assert_eq!(
+        wh.live_runs().await.unwrap().heavy.len(),
+        1,
+        "released while shared"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "another handle began while the slot was held"
+    );
+    second.end().await;
+    let third = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("begins once the handle's last step ended")
+        .unwrap()
+        .unwrap();
+    third.end().await;
+    assert!(wh.live_runs().await.unwrap().heavy.is_empty());
+}

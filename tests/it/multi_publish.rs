@@ -146,9 +146,12 @@ async fn a_chain_of_three_tables_over_30_dates_publishes_as_one() {
     );
     // The stage is gone everywhere; publishing again has nothing to do.
     assert!(wh.stage("fix").await.unwrap().stages().is_empty());
-    // Each part's entry reads as the commit it is, with its dates.
+    // Each part's entry reads as the commit it is, with its dates (the
+    // head after it is its seal: `racing_publishers.rs`).
     let up = wh.table("up").await.unwrap();
-    let entry = up.latest().await.unwrap().entry().clone();
+    let part = published.tables["up"].version;
+    let history = up.history().await.unwrap();
+    let entry = history.iter().find(|e| e.version == part).unwrap().clone();
     assert_eq!(entry.dates.len(), 30);
     assert_eq!(entry.publish.map(|m| m.seq), Some(0));
     for name in CHAIN {

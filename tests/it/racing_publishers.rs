@@ -133,3 +133,79 @@ async fn two_publishers_racing_for_one_number_never_wait_and_one_wins() {
     );
     eprintln!("20 rounds: {both} with both publishes landing in turn; {stacked_below_won} heads a loser's part on the winner's");
 }
+
+/// Once a publish is decided, each table's part is sealed by a plain
+/// entry holding its snapshot: a process opening a table afterwards reads
+/// its rows without reading the publish log, and a reader at the point
+/// before the publish still steps back over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decided_part_is_sealed_so_readers_read_no_decision() {
+    let counting = Arc::new(crate::counting_store::CountingStore::new(Arc::new(
+        InMemory::new(),
+    )));
+    let store: Arc<dyn ObjectStore> = counting.clone();
+    let wh = warehouse_on(store.clone(), 60_000);
+    for name in CHAIN {
+        let schema = TableSchema::parse_spec(name, SPEC, "date").unwrap();
+        let t = wh.create_table(name, schema).await.unwrap();
+        replace(&t, day(0), 0..3, "g0", "first").await;
+    }
+    let before = wh.point().await.unwrap();
+    stage_generation(&wh, "g1").await;
+    let published = wh.stage("g1").await.unwrap().publish(false).await.unwrap();
+    for name in CHAIN {
+        let head = wh.table(name).await.unwrap().latest().await.unwrap();
+        let part = published.tables[name].version;
+        assert_eq!(head.version(), part + 1, "{name}: not sealed");
+        assert_eq!(head.entry().operation, logbook::Operation::Seal, "{name}");
+        assert!(head.entry().txn.is_none() && head.entry().dates.is_empty());
+    }
+    counting.take_reads();
+    let fresh = warehouse_on(store, 60_000);
+    assert_eq!(one_generation(&fresh, None, "after").await, "g1");
+    let read = counting.take_reads();
+    assert!(
+        !read.iter().any(|p| p.contains("_logbook/publishes")),
+        "a fresh reader read the publish log: {read:?}"
+    );
+    assert_eq!(one_generation(&fresh, Some(before), "before").await, "g0");
+}
+
+/// A writer that opened a table while its head was an undecided part read
+/// the state before it; once the publish commits, the part replaced the
+/// writer's date after what the writer saw, so its commit conflicts (its
+/// base is the version before the part, not the part).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_begun_on_an_undecided_part_conflicts_with_it_once_committed() {
+    let faults = FaultStore::new(Arc::new(InMemory::new()));
+    let wh = warehouse_on(Arc::new(faults.clone()), 60_000);
+    for name in CHAIN {
+        let schema = TableSchema::parse_spec(name, SPEC, "date").unwrap();
+        let t = wh.create_table(name, schema).await.unwrap();
+        replace(&t, day(0), 0..3, "g0", "first").await;
+    }
+    stage_generation(&wh, "g1").await;
+    let opened = Arc::new(std::sync::Mutex::new(None));
+    let (writer_wh, slot) = (wh.clone(), opened.clone());
+    faults.before_next_create(
+        "wh/_logbook/publishes/",
+        Box::pin(async move {
+            // Every part has landed, undecided: `up`'s head is its part.
+            let up = writer_wh.table("up").await.unwrap();
+            let mut w = up
+                .replace_partition(day(0), RunInfo::new("late-writer"))
+                .await
+                .unwrap();
+            w.write(&batch(day(0), 0..1, "late")).await.unwrap();
+            *slot.lock().unwrap() = Some(w);
+        }),
+    );
+    wh.stage("g1").await.unwrap().publish(false).await.unwrap();
+    let w = opened.lock().unwrap().take().expect("the hook ran");
+    let err = w.commit().await.unwrap_err();
+    assert!(
+        matches!(err, Error::PartitionConflict { ref table, .. } if table == "up"),
+        "{err}"
+    );
+    assert_eq!(one_generation(&wh, None, "after").await, "g1");
+}

@@ -192,7 +192,7 @@ impl Table {
                 affected: state.affected(),
             };
             let pending = PendingCommit::new(
-                base.version(),
+                base.content_version(),
                 run.clone(),
                 crate::commit::Change::Dimension(change_record),
             );

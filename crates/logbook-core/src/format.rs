@@ -45,6 +45,12 @@ pub const FORMAT_VERSION: u32 = 2;
 /// building on that no-op. Roots stay at [`FORMAT_VERSION`].
 pub const ENTRY_FORMAT_TXN: u32 = 3;
 
+/// The format of a part built on a rival attempt's undecided part (it
+/// carries a non-empty [`TxnPart::over`]): a build that ignored `over`
+/// would read it as the state before both parts even once the rival is
+/// committed, so builds older than this refuse it by name.
+pub const ENTRY_FORMAT_STACKED: u32 = 4;
+
 /// The first format whose root lists spans instead of months.
 pub const FORMAT_SPANS: u32 = 2;
 
@@ -73,6 +79,9 @@ pub enum Operation {
     Vacuum,
     /// Changed the schema (see `change`); no data file rewritten.
     AlterSchema,
+    /// Restated a decided multi-table publish part as a plain entry, so
+    /// readers of the head read no decision; no data changed.
+    Seal,
 }
 
 impl Operation {
@@ -86,6 +95,7 @@ impl Operation {
                 | Operation::Expire
                 | Operation::Vacuum
                 | Operation::AlterSchema
+                | Operation::Seal
         )
     }
 }
@@ -102,6 +112,7 @@ impl std::fmt::Display for Operation {
             Operation::Expire => "expire",
             Operation::Vacuum => "vacuum",
             Operation::AlterSchema => "schema",
+            Operation::Seal => "seal",
         })
     }
 }

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::format::{
     layout, LogEntry, MonthManifest, PublishMark, RootManifest, SpanManifest, TxnState,
-    ENTRY_FORMAT_TXN, FORMAT_VERSION,
+    ENTRY_FORMAT_STACKED, ENTRY_FORMAT_TXN, FORMAT_VERSION,
 };
 use crate::log::Log;
 use crate::options::TableOptions;
@@ -206,7 +206,8 @@ impl TableInner {
                 reason: "log entry is missing".into(),
             })?;
         let entry: LogEntry = self.decode(&path, &bytes)?;
-        if entry.format != ENTRY_FORMAT_TXN || entry.txn.is_none() {
+        let part_format = [ENTRY_FORMAT_TXN, ENTRY_FORMAT_STACKED].contains(&entry.format);
+        if !part_format || entry.txn.is_none() {
             self.readable_format(&path, entry.format)?;
         }
         if entry.version != version {

@@ -74,6 +74,24 @@ impl Snapshot {
         self.entry.txn.as_ref().filter(|t| t.state == pending)
     }
 
+    /// The version whose state this snapshot reads: its own, or for an
+    /// undecided part, the version before it and the rival parts it
+    /// stands on. A writer's base and a run's lineage record this one, so
+    /// that once such a part is decided committed, the commits after the
+    /// base include it (its dates conflict, or make readers stale).
+    pub fn content_version(&self) -> u64 {
+        match self.undecided_part() {
+            Some(part) => {
+                let lowest = part.over.iter().map(|o| o.version).min();
+                lowest
+                    .unwrap_or(self.version())
+                    .min(self.version())
+                    .saturating_sub(1)
+            }
+            None => self.version(),
+        }
+    }
+
     /// The stage this view reads its staged dates from
     /// ([`Snapshot::in_stage`]), if any.
     pub fn stage(&self) -> Option<&str> {

@@ -25,6 +25,8 @@ use crate::table::Table;
 pub struct Warehouse {
     location: StorageLocation,
     options: TableOptions,
+    /// The heavy-step slot this handle's steps share (`budget/heavy.rs`).
+    pub(crate) heavy: crate::budget::HeavyShare,
 }
 
 impl Warehouse {
@@ -38,7 +40,11 @@ impl Warehouse {
 
     /// A warehouse at `location` whose tables use `options`.
     pub fn new(location: StorageLocation, options: TableOptions) -> Self {
-        Self { location, options }
+        Self {
+            location,
+            options,
+            heavy: Default::default(),
+        }
     }
 
     /// The same warehouse, with tables opened using `options`.

@@ -380,7 +380,7 @@ impl PartitionWriter {
         }
         let staged: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
         let pending = PendingCommit::new(
-            base.version(),
+            base.content_version(),
             run,
             Change::Replace(vec![PartitionChange {
                 date,

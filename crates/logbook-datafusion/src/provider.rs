@@ -268,7 +268,7 @@ impl TableProvider for LogbookTableProvider {
                         found: parts.iter().map(|p| (p.date, p.version)).collect(),
                         staged,
                     };
-                    l.record(self.table.name(), snapshot.version(), read);
+                    l.record(self.table.name(), snapshot.content_version(), read);
                 }
                 let label = match (dates.first(), dates.last()) {
                     (Some(a), Some(b)) => format!("dates={} ({a}..={b})", dates.len()),
@@ -285,7 +285,7 @@ impl TableProvider for LogbookTableProvider {
                     };
                     let data_version = snapshot.dimension_version();
                     let read = Read::Dimension { at, data_version };
-                    l.record(self.table.name(), snapshot.version(), read);
+                    l.record(self.table.name(), snapshot.content_version(), read);
                 }
                 let label = match self.view {
                     DimensionView::History => "history".to_string(),

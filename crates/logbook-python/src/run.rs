@@ -6,7 +6,6 @@
 use std::sync::{Mutex, TryLockError};
 
 use logbook_core::budget::Turn;
-use logbook_core::Warehouse;
 use logbook_datafusion::run::RunContext;
 use pyo3::prelude::*;
 use pyo3_arrow::input::AnyRecordBatch;
@@ -22,16 +21,13 @@ pub struct Run {
     context: Mutex<Option<RunContext>>,
     /// The run's turn in the warehouse's run budget, ended with the run.
     turn: Mutex<Option<Turn>>,
-    /// Where the turn is held.
-    warehouse: Warehouse,
 }
 
 impl Run {
-    pub(crate) fn new(context: RunContext, turn: Turn, warehouse: Warehouse) -> Self {
+    pub(crate) fn new(context: RunContext, turn: Turn) -> Self {
         Self {
             context: Mutex::new(Some(context)),
             turn: Mutex::new(Some(turn)),
-            warehouse,
         }
     }
 
@@ -41,16 +37,6 @@ impl Run {
         if let Some(turn) = turn {
             wait(py, || turn.end());
         }
-    }
-
-    /// Begin the run's heavy step (once; it ends with the turn).
-    fn begin_heavy(&self, py: Python<'_>) -> PyResult<()> {
-        let warehouse = &self.warehouse;
-        let mut guard = self.turn.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(turn) = guard.as_mut() else {
-            return Ok(());
-        };
-        wait(py, || turn.begin_heavy(warehouse, |_| {})).map_err(errors::core)
     }
 
     /// The run, for one call at a time: a second thread using the same run
@@ -76,10 +62,15 @@ impl Run {
         }
     }
 
-    fn take(&self) -> PyResult<RunContext> {
-        self.lock()?
-            .take()
-            .ok_or_else(|| errors::invalid("this run has already committed or aborted"))
+    /// The run's context, to commit or abort it. Refused while another
+    /// thread uses the run (its turn stays); once the run is over, its
+    /// turn is ended too.
+    fn take(&self, py: Python<'_>) -> PyResult<RunContext> {
+        let taken = self.lock()?.take();
+        taken.ok_or_else(|| {
+            self.end_turn(py);
+            errors::invalid("this run has already committed or aborted")
+        })
     }
 }
 
@@ -106,18 +97,21 @@ impl Run {
     /// Returns the rows written.
     /// A failed write aborts the run: batches already written cannot be
     /// taken back, so committing or writing again would keep part of it.
-    /// The first write begins the run's heavy step: a backfill waits while
-    /// the warehouse's `max-heavy-steps` are under way.
     fn write(&self, py: Python<'_>, data: AnyRecordBatch) -> PyResult<u64> {
-        // Inside `with`: a second thread using this run meanwhile is refused.
-        let written = self.with(|rc| {
-            self.begin_heavy(py)?;
-            streams::write_all(py, &mut rc.writer, data)
-        });
+        // Held for the write: a second thread using this run meanwhile is
+        // refused, and its refusal ends nothing.
+        let mut guard = self.lock()?;
+        let Some(rc) = guard.as_mut() else {
+            return Err(errors::invalid(
+                "this run has already committed or aborted; start a new one",
+            ));
+        };
+        let written = streams::write_all(py, &mut rc.writer, data);
         if written.is_err() {
-            if let Ok(rc) = self.take() {
+            if let Some(rc) = guard.take() {
                 let _ = wait(py, || rc.writer.abort());
             }
+            drop(guard);
             // The run is over: its announcement or slot goes now, not when
             // the traceback holding this object is collected.
             self.end_turn(py);
@@ -128,7 +122,7 @@ impl Run {
     /// Commit the partition with the run's lineage. Returns `(version,
     /// already_committed, run_id)`.
     fn commit(&self, py: Python<'_>) -> PyResult<(u64, bool, String)> {
-        let rc = self.take().inspect_err(|_| self.end_turn(py))?;
+        let rc = self.take(py)?;
         let committed = wait(py, || rc.commit_run());
         self.end_turn(py);
         let (info, run) = committed.map_err(errors::query)?;
@@ -137,7 +131,7 @@ impl Run {
 
     /// Give up: nothing is committed and the staged files are deleted.
     fn abort(&self, py: Python<'_>) -> PyResult<()> {
-        let rc = self.take().inspect_err(|_| self.end_turn(py))?;
+        let rc = self.take(py)?;
         let aborted = wait(py, || rc.writer.abort());
         self.end_turn(py);
         aborted.map_err(errors::core)

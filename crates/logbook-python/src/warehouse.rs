@@ -190,16 +190,24 @@ impl Warehouse {
             run = run.expect(e.parse::<ExpectedPartition>().map_err(errors::invalid)?);
         }
         let wh = &self.inner;
-        let turn = wait(py, || {
+        let mut turn = wait(py, || {
             Turn::take(wh, target, date, &said_id, staged, launched, |_| {})
         })
         .map_err(errors::core)?;
+        // The run's heavy step, before its marker says it runs (a wait for
+        // a slot would otherwise show as a run that stopped renewing): a
+        // backfill waits while the warehouse's `max-heavy-steps` are under
+        // way, unless a run of this warehouse handle holds one.
+        if let Err(e) = wait(py, || turn.begin_heavy(wh, |_| {})) {
+            wait(py, || turn.end());
+            return Err(errors::core(e));
+        }
         run = run.class(turn.class);
         if let Some(t) = turn.ticket {
             run = run.within_slot(t);
         }
         match wait(py, || run.start()) {
-            Ok(context) => Ok(Run::new(context, turn, self.inner.clone())),
+            Ok(context) => Ok(Run::new(context, turn)),
             Err(e) => {
                 wait(py, || turn.end());
                 Err(errors::query(e))

@@ -257,6 +257,21 @@ def test_a_backfill_write_waits_for_a_heavy_step_slot(wh):
     assert [p["class"] for p in wh.table("revenue").partitions()] == ["backfill"]
     latest = sorted(slot.glob("*.json"))[-1]
     assert json.loads(latest.read_text())["released"], "a heavy step was left held"
+    # Two runs of one job writing at once share the job's slot: no wait
+    # for itself.
+    two = []
+
+    def both():
+        with wh.run("revenue", "2026-03-14", run_class="backfill") as a:
+            a.write(a.sql(REVENUE_SQL))
+            with wh.run("revenue", "2026-03-15", run_class="backfill") as b:
+                b.write(b.sql(REVENUE_SQL))
+        two.append(True)
+
+    t = threading.Thread(target=both, daemon=True)
+    t.start()
+    t.join(timeout=30)
+    assert two == [True], "a job's second run waited for its first's heavy-step slot"
 
 
 def test_a_failed_write_aborts_the_run(wh):

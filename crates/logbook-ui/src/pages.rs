@@ -129,7 +129,7 @@ fn live_runs(live: &logbook_core::budget::LiveRuns) -> Markup {
                 } }
             }
         }
-        @if live.production.is_empty() && live.backfill.is_empty() { p { "No run is live." } }
+        @if live.production.is_empty() && live.backfill.is_empty() && live.heavy.is_empty() { p { "No run is live." } }
     }
 }
 

@@ -46,7 +46,10 @@ pub async fn take(
     // `write` and `run` write their output from the start: the heavy step
     // is the whole command.
     let on_wait = say_wait(format!("waiting to write table {table}, partition {date}"));
-    turn.begin_heavy(warehouse, on_wait).await?;
+    if let Err(e) = turn.begin_heavy(warehouse, on_wait).await {
+        turn.end().await;
+        return Err(e.into());
+    }
     Ok(turn)
 }
 

@@ -47,6 +47,7 @@ mod slot;
 mod turn;
 
 pub use gate::{BackfillGate, Entry, Live, LiveRuns, Waiting};
+pub(crate) use heavy::HeavyShare;
 pub use heavy::HeavyStep;
 pub use production::{ProductionRecord, ProductionRun};
 pub use settings::RunBudget;

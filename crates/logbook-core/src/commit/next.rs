@@ -19,8 +19,8 @@ use crate::change_index::ChangeIndex;
 use crate::error::Result;
 use crate::format::{
     layout, month_key, DateRange, DimensionFiles, LogEntry, MonthManifest, MonthRef, Operation,
-    PartitionEntry, RootManifest, RunRef, StackedOn, TxnPart, TxnState, ENTRY_FORMAT_TXN,
-    FORMAT_SPANS, RUN_RETRY_WINDOW,
+    PartitionEntry, RootManifest, RunRef, StackedOn, TxnPart, TxnState, ENTRY_FORMAT_STACKED,
+    ENTRY_FORMAT_TXN, FORMAT_SPANS, RUN_RETRY_WINDOW,
 };
 use crate::handle::TableInner;
 use crate::snapshot::Snapshot;
@@ -363,7 +363,10 @@ fn entry(
             over,
             state: TxnState::Pending,
         });
-        entry.format = ENTRY_FORMAT_TXN;
+        entry.format = match entry.txn.as_ref().is_some_and(|t| !t.over.is_empty()) {
+            true => ENTRY_FORMAT_STACKED,
+            false => ENTRY_FORMAT_TXN,
+        };
     }
     entry
 }

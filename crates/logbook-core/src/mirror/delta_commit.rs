@@ -123,7 +123,9 @@ fn commit_info(next: &Snapshot) -> Value {
         }
         Operation::Compact => "OPTIMIZE",
         Operation::AlterSchema => "CHANGE COLUMN",
-        Operation::SetProperties | Operation::Expire | Operation::Vacuum => "SET TBLPROPERTIES",
+        Operation::SetProperties | Operation::Expire | Operation::Vacuum | Operation::Seal => {
+            "SET TBLPROPERTIES"
+        }
     };
     let run = entry.run.as_ref();
     json!({

@@ -53,9 +53,11 @@
 //! and a conflict found while applying comes after the commit point).
 
 mod point;
+mod seal;
 mod settle;
 
 pub use point::WarehousePoint;
+pub(crate) use seal::seal;
 pub(crate) use settle::settle;
 
 use std::collections::{BTreeMap, HashMap};

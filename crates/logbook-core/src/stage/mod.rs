@@ -70,7 +70,9 @@ impl Table {
         let info = StageInfo {
             name: name.to_string(),
             created_ms: inner.options.clock.now_millis(),
-            base_version: self.latest_version().await?,
+            // The state staged dates are judged against (an undecided
+            // publish part at the head reads as the version before it).
+            base_version: self.latest().await?.content_version(),
             published: None,
             id: Some(inner.options.ids.next_id()),
         };
@@ -275,7 +277,7 @@ impl Stage {
             });
         }
         let base = match force {
-            true => table.latest_version().await?,
+            true => table.latest().await?.content_version(),
             false => self.info.base_version,
         };
         let changes = staged

@@ -219,12 +219,13 @@ impl WarehouseStage {
             });
         }
         // Published. Finish each table (best effort, all at once): its
-        // stage records, and its mirror, which never follows an undecided
-        // part.
+        // stage records, the seal on its part (`publish/seal.rs`), and its
+        // mirror, which never follows an undecided part.
         let decision = &decision;
         futures::future::join_all(stages.iter().zip(&staged).map(|(stage, dates)| async move {
             let version = decision.tables[stage.table.name()];
             stage.finish(dates, version).await;
+            crate::publish::seal(&stage.table.inner, version).await;
             let mirrored = stage.table.latest().await.ok();
             if mirrored.is_some_and(|s| s.properties().mirror.is_some()) {
                 if let Err(e) = stage.table.sync_mirror().await {
