@@ -58,20 +58,34 @@ async fn backfill_heavy_steps_never_exceed_the_limit() {
     assert!(live.heavy.is_empty(), "{:?}", live.heavy);
 }
 
-/// With every heavy-step slot held: a backfill step waits, saying who
-/// holds them, and begins once one ends; a production step begins at once
-/// and takes no slot; a run's turn begins its step once.
-#[tokio::test]
-async fn a_backfill_step_waits_for_a_free_slot_and_production_never_does() {
+/// A warehouse under `max-heavy-steps 1` whose one slot a backfill step
+/// of the returned handle holds.
+async fn one_slot_held(
+    what: &str,
+) -> (
+    Arc<dyn object_store::ObjectStore>,
+    Arc<logbook::clock::ManualClock>,
+    logbook::Warehouse,
+    logbook::budget::HeavyStep,
+) {
     let (store, clock) = world();
     let wh = process(&store, &clock);
     wh.set_run_budget(|b| b.max_heavy_steps = Some(1))
         .await
         .unwrap();
     let first = wh
-        .heavy_step(RunClass::Backfill, "orders 2026-03-01 (run a)", |_| {})
+        .heavy_step(RunClass::Backfill, what, |_| {})
         .await
         .unwrap();
+    (store, clock, wh, first)
+}
+
+/// With every heavy-step slot held: a backfill step waits, saying who
+/// holds them, and begins once one ends; a production step begins at once
+/// and takes no slot; a run's turn begins its step once.
+#[tokio::test]
+async fn a_backfill_step_waits_for_a_free_slot_and_production_never_does() {
+    let (store, clock, wh, first) = one_slot_held("orders 2026-03-01 (run a)").await;
     let live = wh.live_runs().await.unwrap();
     assert_eq!(live.heavy.len(), 1);
     assert_eq!(live.heavy[0].1.record.what, "orders 2026-03-01 (run a)");
@@ -127,15 +141,7 @@ async fn a_backfill_step_waits_for_a_free_slot_and_production_never_does() {
 /// the slot goes when the handle's last step ends.
 #[tokio::test]
 async fn the_steps_of_one_handle_share_its_slot() {
-    let (store, clock) = world();
-    let wh = process(&store, &clock);
-    wh.set_run_budget(|b| b.max_heavy_steps = Some(1))
-        .await
-        .unwrap();
-    let first = wh
-        .heavy_step(RunClass::Backfill, "a (run 1)", |_| {})
-        .await
-        .unwrap();
+    let (store, clock, wh, first) = one_slot_held("a (run 1)").await;
     let second = tokio::time::timeout(
         Duration::from_secs(5),
         wh.heavy_step(RunClass::Backfill, "b (run 2)", |why| {

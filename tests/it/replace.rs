@@ -182,6 +182,23 @@ async fn a_store_without_put_if_absent_is_refused_before_anything_is_committed()
     );
 }
 
+/// The put-if-absent probe's first create landing with its answer lost
+/// (the client retried and met its own object: `AlreadyExists`) is not a
+/// failure: the probe's path is its own. The soak's set-up met exactly
+/// this behind its 503 proxy.
+#[tokio::test]
+async fn a_probe_whose_first_create_landed_unanswered_passes() {
+    use crate::fault_store::{Fault, FaultStore};
+    use logbook::{StorageLocation, Table, TableSchema};
+    let store = FaultStore::new(std::sync::Arc::new(object_store::memory::InMemory::new()));
+    store.fail_next_create_under("t/_logbook/probe-", Fault::Exists);
+    let loc = StorageLocation::from_store(std::sync::Arc::new(store.clone()), "t", "memory://t");
+    let schema = TableSchema::parse_spec("t", SPEC, "date").unwrap();
+    let t = Table::create(loc, "t", schema, options()).await.unwrap();
+    replace(&t, date("2026-03-15"), 0..3, "x", "r").await;
+    assert_eq!(latest_partition(&t, date("2026-03-15")).await.rows, 3);
+}
+
 /// Every data file carries the page index (column and offset indexes), so
 /// a reader can skip pages by their bounds (issue #18's pruning builds on
 /// it): required here, a file without one fails to parse.

@@ -328,6 +328,36 @@ pub struct LogEntry {
     pub txn: Option<TxnPart>,
 }
 
+impl LogEntry {
+    /// An entry that changes no data: no dates, nothing added or removed,
+    /// no run, not a publish part.
+    pub(crate) fn unchanged(
+        version: u64,
+        commit_id: Uuid,
+        timestamp_ms: i64,
+        operation: Operation,
+        manifest: String,
+    ) -> Self {
+        Self {
+            format: FORMAT_VERSION,
+            version,
+            commit_id,
+            timestamp_ms,
+            operation,
+            manifest,
+            dates: vec![],
+            rows_added: 0,
+            files_added: 0,
+            files_removed: 0,
+            run: None,
+            affected: None,
+            change: None,
+            publish: None,
+            txn: None,
+        }
+    }
+}
+
 /// Where a version stands among multi-table publishes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PublishMark {

@@ -247,7 +247,14 @@ pub(crate) async fn probe_put_if_absent(location: &StorageLocation, id: uuid::Uu
             PutOptions::from(PutMode::Create),
         )
     };
-    create().await.map_err(|e| Error::storage(&relative, e))?;
+    match create().await {
+        Ok(_) => {}
+        // The path is this probe's alone: an object there is our own first
+        // try, which landed although its answer was lost and the client
+        // retried (the store honoured put-if-absent on the retry).
+        Err(object_store::Error::AlreadyExists { .. }) => {}
+        Err(e) => return Err(Error::storage(&relative, e)),
+    }
     let second = create().await;
     if let Err(e) = store.delete(&path).await {
         tracing::warn!(path = %relative, error = %e, "could not delete the put-if-absent probe");

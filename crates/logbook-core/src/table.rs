@@ -99,23 +99,8 @@ impl Table {
         };
         let manifest = layout::root_manifest(commit_id);
         inner.put_json(&manifest, &root).await?;
-        let entry = LogEntry {
-            format: FORMAT_VERSION,
-            version: 0,
-            commit_id,
-            timestamp_ms: inner.options.clock.now_millis(),
-            operation: Operation::CreateTable,
-            manifest,
-            dates: vec![],
-            rows_added: 0,
-            files_added: 0,
-            files_removed: 0,
-            run: None,
-            affected: None,
-            change: None,
-            publish: None,
-            txn: None,
-        };
+        let now = inner.options.clock.now_millis();
+        let entry = LogEntry::unchanged(0, commit_id, now, Operation::CreateTable, manifest);
         // Entry 0 found there (reported existing, or read back after no
         // answer) is ours only if it carries our commit id: a store retrying
         // our own create reports it existing.

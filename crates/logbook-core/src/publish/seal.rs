@@ -10,7 +10,7 @@
 //! commit took that version first, it is plain or decided already, and
 //! nothing is sealed.
 
-use crate::format::{LogEntry, Operation, TxnState, FORMAT_VERSION};
+use crate::format::{LogEntry, Operation, TxnState};
 use crate::handle::TableInner;
 use crate::log::Created;
 
@@ -34,25 +34,19 @@ async fn try_seal(table: &TableInner, version: u64) -> crate::error::Result<()> 
     {
         return Ok(());
     }
+    let timestamp_ms = table.options.clock.now_millis().max(part.timestamp_ms + 1);
+    let commit_id = table.options.ids.next_id();
     let sealed = LogEntry {
-        format: FORMAT_VERSION,
-        version: version + 1,
-        commit_id: table.options.ids.next_id(),
-        timestamp_ms: table.options.clock.now_millis().max(part.timestamp_ms + 1),
-        operation: Operation::Seal,
-        manifest: part.manifest.clone(),
-        dates: Vec::new(),
-        rows_added: 0,
-        files_added: 0,
-        files_removed: 0,
-        run: None,
-        affected: None,
-        change: None,
         publish: part.publish,
-        txn: None,
+        ..LogEntry::unchanged(
+            version + 1,
+            commit_id,
+            timestamp_ms,
+            Operation::Seal,
+            part.manifest.clone(),
+        )
     };
     let bytes = table.encode(&sealed)?;
-    let commit_id = sealed.commit_id;
     let ours = |found: &[u8]| {
         let found: LogEntry =
             table.decode(&crate::format::layout::log_entry(version + 1), found)?;
