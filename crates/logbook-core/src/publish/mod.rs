@@ -35,7 +35,8 @@
 //! decided parts (a part also on a rival's of its own number, which it
 //! records), so an aborted part stays a no-op: nothing built after it
 //! holds its rows. Single-table commits never touch the publish log; they
-//! read one decision when the head they build on is an undecided part.
+//! read one decision when the head they build on is a part (undecided,
+//! or decided but not yet sealed: `seal.rs`).
 //!
 //! **Several tables at one point** ([`WarehousePoint`], `point.rs`): a
 //! reader of several tables first reads the publish log's head `R`, then
