@@ -382,3 +382,71 @@ async fn vacuum_costs_the_same_at_history_10_and_300() {
     let at_300 = vacuum_ops(300).await;
     assert_eq!(at_10, at_300);
 }
+
+/// Dates each publish of [`publish_ops`] stages: two months.
+const DATES: u64 = 40;
+
+/// Stage [`DATES`] dates in `tables` and publish them as one, `rounds`
+/// times; returns the last publish's operations and the entries it listed.
+async fn publish_ops(tables: &[&str], rounds: usize) -> (BTreeMap<&'static str, usize>, usize) {
+    use logbook::{RunInfo, StorageLocation, Warehouse};
+    let store = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
+    let loc = StorageLocation::from_store(store.clone(), "wh", "memory://wh");
+    let wh = Warehouse::new(loc, options());
+    let d = |i: u64| date("2026-06-01") + chrono::Days::new(i);
+    for name in tables {
+        let schema = TableSchema::parse_spec(name, SPEC, "date").unwrap();
+        let t = wh.create_table(name, schema).await.unwrap();
+        for i in 0..DATES {
+            replace(&t, d(i), 0..3, "old", &format!("{name}-old-{i}")).await;
+        }
+    }
+    let mut last = Default::default();
+    for round in 0..rounds {
+        let stage_name = format!("s{round}");
+        for name in tables {
+            let stage = wh
+                .table(name)
+                .await
+                .unwrap()
+                .stage(&stage_name)
+                .await
+                .unwrap();
+            for i in 0..DATES {
+                let mut w = stage
+                    .replace_partition(d(i), RunInfo::new(format!("{stage_name}-{name}-{i}")))
+                    .await
+                    .unwrap();
+                w.write(&batch(d(i), 0..3, "new")).await.unwrap();
+                w.commit().await.unwrap();
+            }
+        }
+        store.take();
+        store.take_listed();
+        wh.stage(&stage_name)
+            .await
+            .unwrap()
+            .publish(false)
+            .await
+            .unwrap();
+        last = (store.take(), store.take_listed());
+    }
+    last
+}
+
+/// A publish costs the same after 2 and 8 earlier ones, and forgets its
+/// stage's date records in one bulk delete per table (one at a time, it
+/// took a round trip per date after the publish had landed).
+#[tokio::test]
+async fn publishing_costs_the_same_after_2_and_8_publishes_and_deletes_in_bulk() {
+    for tables in [&["a"][..], &["a", "b", "c"]] {
+        let at_2 = publish_ops(tables, 2).await;
+        let at_8 = publish_ops(tables, 8).await;
+        assert_eq!(at_2, at_8, "publishing {tables:?} grew with history");
+        let deletes = at_2.0.get("delete").copied().unwrap_or(0);
+        assert!(
+            deletes <= 2 * tables.len(),
+            "publishing {DATES} dates of {tables:?}: {deletes} delete calls"
+        );
+    }
+}

@@ -32,6 +32,10 @@ pub struct StorageLocation {
     /// [`StorageLocation::get_bytes`], [`StorageLocation::exists`] and
     /// [`StorageLocation::remove_empty_parents`] use directly.
     local: Option<Arc<LocalFileSystem>>,
+    /// Set once a commit found that the store honours put-if-absent
+    /// (`log::probe_put_if_absent`). Shared by a warehouse's locations: it
+    /// is the store's property, and probing it costs three round trips.
+    pub(crate) probed: Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl std::fmt::Debug for StorageLocation {
@@ -137,6 +141,7 @@ impl StorageLocation {
             prefix: (!prefix.is_empty()).then(|| Path::from(prefix)),
             uri: uri.to_string(),
             local: None,
+            probed: Default::default(),
         }
     }
 
@@ -155,6 +160,7 @@ impl StorageLocation {
                 format!("{}/{name}", self.uri)
             },
             local: self.local.clone(),
+            probed: self.probed.clone(),
         })
     }
 
@@ -171,6 +177,7 @@ impl StorageLocation {
             prefix: (up > 0).then(|| Path::from_iter(parts[..up].iter().cloned())),
             uri: uri.to_string(),
             local: self.local.clone(),
+            probed: self.probed.clone(),
         })
     }
 

@@ -160,15 +160,28 @@ async fn months(
     for c in pending.change.partitions() {
         by_month.entry(month_key(c.date)).or_default().push(c);
     }
+    // The head's months, read all at once: one round trip for a publish
+    // of 90 dates instead of one per month. Their spans first (a handle
+    // caches them, so concurrent months of one span read it once).
+    let spans: std::collections::BTreeSet<String> = by_month
+        .values()
+        .map(|c| crate::format::span_key(c[0].date))
+        .collect();
+    futures::future::try_join_all(spans.iter().map(|s| head.span(s))).await?;
+    let at_head = futures::future::try_join_all(
+        by_month
+            .values()
+            .map(|changes| head.month_of(changes[0].date)),
+    )
+    .await?;
     let mut months = BTreeMap::new();
     let mut replaced = 0u64;
     let mut writes = Vec::new();
-    for (month, changes) in by_month {
-        let mut partitions: BTreeMap<NaiveDate, PartitionEntry> =
-            match head.month_of(changes[0].date).await? {
-                Some(m) => m.partitions.iter().map(|p| (p.date, p.clone())).collect(),
-                None => BTreeMap::new(),
-            };
+    for ((month, changes), at_head) in by_month.into_iter().zip(at_head) {
+        let mut partitions: BTreeMap<NaiveDate, PartitionEntry> = match at_head {
+            Some(m) => m.partitions.iter().map(|p| (p.date, p.clone())).collect(),
+            None => BTreeMap::new(),
+        };
         for c in changes {
             let old = partitions.remove(&c.date);
             replaced += old.as_ref().map_or(0, |p| p.files.len() as u64);

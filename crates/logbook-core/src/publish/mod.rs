@@ -175,6 +175,12 @@ impl Publishes {
         }
     }
 
+    /// Keep `decision`, made through another table's handle (the
+    /// publisher's), so this table reads its parts without asking.
+    pub(crate) fn learn(&self, decision: &Decision) {
+        self.keep(decision.clone());
+    }
+
     fn cached(&self, seq: u64) -> Option<Arc<Decision>> {
         let decided = self.decided.lock().unwrap_or_else(|e| e.into_inner());
         decided.get(&seq).cloned()

@@ -15,7 +15,8 @@ use crate::handle::TableInner;
 use crate::log::Created;
 
 /// Seal `table`'s part at `version` (decided committed), if it is still
-/// the head.
+/// the head: the create at `version + 1` finds out (no `HEAD` first: the
+/// publisher waits for its seals).
 pub(crate) async fn seal(table: &TableInner, version: u64) {
     if let Err(e) = try_seal(table, version).await {
         tracing::debug!(table = %table.name, version, error = %e, "publish decided; sealing its part failed (readers read the decision)");
@@ -23,9 +24,6 @@ pub(crate) async fn seal(table: &TableInner, version: u64) {
 }
 
 async fn try_seal(table: &TableInner, version: u64) -> crate::error::Result<()> {
-    if table.log.latest_from(version).await? != version {
-        return Ok(());
-    }
     let part = table.read_entry(version).await?;
     if part
         .txn

@@ -150,14 +150,17 @@ impl WarehouseStage {
                 reason: "a multi-table publish needs the tables' warehouse".into(),
             })?;
         // A dead earlier attempt of this publish holds its tables' heads:
-        // abort it before taking a number (it may hold the next one).
-        for stage in &stages {
+        // abort it before taking a number (it may hold the next one). The
+        // heads also say which tables keep a mirror.
+        let mirrored = futures::future::try_join_all(stages.iter().map(|stage| async move {
             let head = stage.table.latest().await?;
             if head.undecided_part().is_some() {
                 let table = &stage.table.inner;
                 crate::publish::settle(table, head.version(), Some(&self.name)).await?;
             }
-        }
+            Ok::<_, Error>(head.properties().mirror.is_some())
+        }))
+        .await?;
         let txn = TxnStart {
             seq: publishes.head().await?.map_or(0, |h| h + 1),
             id: inner.options.ids.next_id(),
@@ -222,12 +225,19 @@ impl WarehouseStage {
         // stage records, the seal on its part (`publish/seal.rs`), and its
         // mirror, which never follows an undecided part.
         let decision = &decision;
-        futures::future::join_all(stages.iter().zip(&staged).map(|(stage, dates)| async move {
+        let finishing = stages.iter().zip(&staged).zip(mirrored);
+        futures::future::join_all(finishing.map(|((stage, dates), mirrored)| async move {
             let version = decision.tables[stage.table.name()];
-            stage.finish(dates, version).await;
-            crate::publish::seal(&stage.table.inner, version).await;
-            let mirrored = stage.table.latest().await.ok();
-            if mirrored.is_some_and(|s| s.properties().mirror.is_some()) {
+            let table = &stage.table.inner;
+            if let Some(publishes) = &table.publishes {
+                publishes.learn(decision);
+            }
+            futures::future::join(
+                stage.finish(dates, version),
+                crate::publish::seal(table, version),
+            )
+            .await;
+            if mirrored {
                 if let Err(e) = stage.table.sync_mirror().await {
                     tracing::warn!(table = %stage.table.name(), error = %e, "published; the mirror did not follow (the next commit or `logbook mirror` catches it up)");
                 }
