@@ -40,7 +40,11 @@ class Proxy(BaseHTTPRequestHandler):
         self.send_response(503)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        # No body after a HEAD: its bytes would be read as the start of the
+        # next answer on the kept-alive connection, and the client's next
+        # request failed as a transport error (the 6eeaeed soak's final read).
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def _forward(self):
         length = int(self.headers.get("Content-Length") or 0)
