@@ -12,7 +12,7 @@ use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
 
 /// Where an injected fault strikes.
@@ -351,16 +351,20 @@ impl ObjectStore for FaultStore {
                 .flat_map(move |()| this.delete_stream(locations.take().expect("once")))
                 .boxed();
         }
-        let (fault, _) = self.tick();
-        match fault {
-            None => self.inner.delete_stream(locations),
-            Some(Fault::Before | Fault::Late) => locations.map(|_| Err(injected())).boxed(),
-            Some(Fault::After | Fault::Exists) => self
-                .inner
-                .delete_stream(locations)
-                .map(|_| Err(injected()))
-                .boxed(),
-        }
+        // One operation, and one fault decision, per path: a store that
+        // deletes a batch may fail some of its keys (S3's bulk delete
+        // answers per key), so a crash can fall between two of them.
+        let this = self.clone();
+        locations
+            .then(move |location| {
+                let this = this.clone();
+                async move {
+                    let location = location?;
+                    let delete = this.inner.delete(&location);
+                    this.run(delete).await.map(|()| location)
+                }
+            })
+            .boxed()
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {

@@ -316,7 +316,7 @@ impl TableInner {
             .map_err(|e| Error::storage(prefix, e))
     }
 
-    /// Every JSON object under `prefix`, listed once and read 16 at a time,
+    /// Every JSON object under `prefix`, listed once and read 64 at a time,
     /// with its relative path and modification time (ms). An object deleted
     /// between the listing and its read is left out (markers and stage
     /// records come and go).

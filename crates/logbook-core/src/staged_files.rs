@@ -378,26 +378,38 @@ pub(crate) async fn delete_files(table: &TableInner, files: &[String]) -> bool {
     let paths: Vec<object_store::path::Path> =
         files.iter().map(|f| table.location.path(f)).collect();
     let mut deleted = store.delete_stream(futures::stream::iter(paths.into_iter().map(Ok)).boxed());
-    let mut all = true;
+    // Gone only if the store answered for every file: a stream that ends
+    // early says nothing about the rest.
+    let (mut gone, mut failed) = (0, None);
     while let Some(done) = deleted.next().await {
         match done {
             // A data file's own write directory only (no other writer
             // creates it; the date's is shared). Stage records and markers
             // keep theirs: their writers do not retry a lost race.
             Ok(path) => {
+                gone += 1;
                 let f = table.location.relative(&path);
                 if f.starts_with("data/") {
                     table.location.remove_empty_parents(&f, 1);
                 }
             }
-            Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => {
-                all = false;
-                tracing::warn!(table = %table.name, error = %e, "could not delete a staged file; vacuum will");
-            }
+            Err(object_store::Error::NotFound { .. }) => gone += 1,
+            Err(e) => failed = failed.or(Some(e)),
         }
     }
-    all
+    if gone == files.len() {
+        return true;
+    }
+    let first = files.first().map_or("", String::as_str);
+    match failed {
+        Some(e) => {
+            tracing::warn!(table = %table.name, files = files.len(), gone, first = %first, error = %e, "could not delete staged files; vacuum will")
+        }
+        None => {
+            tracing::warn!(table = %table.name, files = files.len(), gone, first = %first, "the store answered for only some staged files; vacuum deletes the rest")
+        }
+    }
+    false
 }
 
 /// Where in `files` the first file is that is missing or not of its

@@ -222,7 +222,7 @@ impl StorageLocation {
     /// store sends each read to tokio's blocking pool, a hand-off to
     /// another thread and back that costs more than the read); anything
     /// else goes through the store. The cost: on a cold disk or a network
-    /// mount, reads that `buffered(16)` ran at once on the pool (a listing
+    /// mount, reads that `buffered(64)` ran at once on the pool (a listing
     /// of markers) now run one after another on the calling thread, and a
     /// hung mount holds that thread rather than a pool thread.
     pub(crate) async fn get_bytes(&self, path: &Path) -> object_store::Result<bytes::Bytes> {

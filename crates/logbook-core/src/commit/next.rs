@@ -160,20 +160,22 @@ async fn months(
     for c in pending.change.partitions() {
         by_month.entry(month_key(c.date)).or_default().push(c);
     }
-    // The head's months, read all at once: one round trip for a publish
-    // of 90 dates instead of one per month. Their spans first (a handle
+    // The head's months, 32 at once: one round trip for a publish of 90
+    // dates instead of one per month. Their spans first (a handle
     // caches them, so concurrent months of one span read it once).
     let spans: std::collections::BTreeSet<String> = by_month
         .values()
         .map(|c| crate::format::span_key(c[0].date))
         .collect();
     futures::future::try_join_all(spans.iter().map(|s| head.span(s))).await?;
-    let at_head = futures::future::try_join_all(
-        by_month
-            .values()
-            .map(|changes| head.month_of(changes[0].date)),
-    )
-    .await?;
+    // (In chunks, not a buffered stream: its closure makes the commit's
+    // future not `Send` for every lifetime, which spawned commits need.)
+    let firsts: Vec<NaiveDate> = by_month.values().map(|c| c[0].date).collect();
+    let mut at_head = Vec::with_capacity(firsts.len());
+    for chunk in firsts.chunks(32) {
+        at_head
+            .extend(futures::future::try_join_all(chunk.iter().map(|d| head.month_of(*d))).await?);
+    }
     let mut months = BTreeMap::new();
     let mut replaced = 0u64;
     let mut writes = Vec::new();

@@ -159,10 +159,11 @@ impl Publishes {
     /// the outcome unknown: reading decision `seq` later tells.
     pub(crate) async fn decide(&self, decision: &Decision) -> Result<Arc<Decision>> {
         let bytes = serde_json::to_vec(decision).map_err(|e| corrupt(decision.seq, e))?;
-        let ours = |found: &[u8]| {
-            let found = decode(decision.seq, found)?;
-            Ok(found.id == decision.id && found.outcome == decision.outcome)
-        };
+        // Ours only if it is ours to the byte (our own create, landed
+        // unanswered): two settlers of one dead attempt write the same id
+        // and outcome at different times, and the one that lost keeps the
+        // winner's copy (`Created::Theirs`).
+        let ours = |found: &[u8]| Ok(decode(decision.seq, found)? == *decision);
         match self.log.create(decision.seq, bytes.into(), ours).await? {
             Created::Ours => {
                 if let Err(e) = self.log.write_hint(decision.seq).await {

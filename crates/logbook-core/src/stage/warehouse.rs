@@ -224,7 +224,9 @@ impl WarehouseStage {
         // Published. Finish each table (best effort, all at once): its
         // stage records, the seal on its part (`publish/seal.rs`), and its
         // mirror, which never follows an undecided part.
-        let decision = &decision;
+        // `held` is ours here (checked above): what each table learns is
+        // the stored decision itself.
+        let decision: &Decision = &held;
         let finishing = stages.iter().zip(&staged).zip(mirrored);
         futures::future::join_all(finishing.map(|((stage, dates), mirrored)| async move {
             let version = decision.tables[stage.table.name()];
@@ -237,6 +239,9 @@ impl WarehouseStage {
                 crate::publish::seal(table, version),
             )
             .await;
+            // Read before the publish: a mirror added meanwhile is caught
+            // up by the table's next commit or `logbook mirror`, as after
+            // any crash of a mirror write.
             if mirrored {
                 if let Err(e) = stage.table.sync_mirror().await {
                     tracing::warn!(table = %stage.table.name(), error = %e, "published; the mirror did not follow (the next commit or `logbook mirror` catches it up)");
