@@ -116,8 +116,17 @@ pub async fn assert_mirrors(t: &Table, since: u64) {
     }
     let tail: Vec<u64> = mirrored.iter().copied().filter(|v| *v >= since).collect();
     assert_eq!(tail, (since..=latest).collect::<Vec<_>>());
-    let status = t.mirror_status().await.unwrap();
+    let status = delta_status(&t).await;
     assert_eq!((status.behind, status.mirrored_version), (0, Some(latest)));
+}
+
+/// Where the Delta mirror stands.
+pub(crate) async fn delta_status(t: &Table) -> logbook::mirror::MirrorStatus {
+    let statuses = t.mirror_status().await.unwrap();
+    let delta = statuses.iter().find(|s| s.format == MirrorFormat::Delta);
+    delta
+        .cloned()
+        .unwrap_or_else(|| panic!("no Delta mirror status: {statuses:?}"))
 }
 
 async fn delete(t: &Table, relative: &str) {
@@ -228,7 +237,7 @@ async fn a_mirror_write_lost_in_a_crash_is_caught_up_by_the_next_commit() {
     let v = replace(&t, date("2026-03-16"), 0..5, "a", "r2").await;
     // The process died after logbook's commit, before its Delta entry.
     delete(&t, &delta_entry(v)).await;
-    let status = t.mirror_status().await.unwrap();
+    let status = delta_status(&t).await;
     assert_eq!((status.behind, status.mirrored_version), (1, Some(v - 1)));
     replace(&t, date("2026-03-17"), 0..5, "a", "r3").await;
     assert_mirrors(&t, 0).await;
@@ -241,7 +250,7 @@ async fn a_mirror_write_lost_in_a_crash_is_caught_up_by_the_next_commit() {
         .await
         .unwrap();
     let (a, b) = tokio::join!(t.sync_mirror(), other.sync_mirror());
-    assert_eq!((a.unwrap().behind, b.unwrap().behind), (0, 0));
+    assert_eq!((a.unwrap()[0].behind, b.unwrap()[0].behind), (0, 0));
     assert_mirrors(&t, 0).await;
 }
 
@@ -272,14 +281,14 @@ async fn a_foreign_delta_entry_stops_the_mirror_but_never_fails_a_commit() {
         "Delta version 3 would build on another engine's entry"
     );
     // Turning the mirror off and on rebuilds it from Delta's own state.
-    t.set_mirror(None).await.unwrap();
-    t.set_mirror(Some(MirrorFormat::Delta)).await.unwrap();
+    t.set_mirror(&[]).await.unwrap();
+    t.set_mirror(&[MirrorFormat::Delta]).await.unwrap();
     let versions = replay(&t).await;
     let latest = t.latest_version().await.unwrap();
     let last = versions.last().unwrap();
     assert_eq!(last.logbook, Some(latest));
     assert_eq!(last.files, live_files(&t, latest).await);
-    assert_eq!(t.mirror_status().await.unwrap().behind, 0);
+    assert_eq!(delta_status(&t).await.behind, 0);
 }
 
 #[tokio::test]
@@ -293,16 +302,16 @@ async fn a_mirror_turned_off_and_on_again_continues_its_log_from_what_it_held() 
         .await
         .unwrap();
     replace(&t, date("2026-03-15"), 0..5, "a", "r1").await;
-    let on = t.set_mirror(Some(MirrorFormat::Delta)).await.unwrap();
+    let on = t.set_mirror(&[MirrorFormat::Delta]).await.unwrap();
     assert_mirrors(&t, on.version).await;
     replace(&t, date("2026-03-16"), 0..5, "a", "r2").await;
-    t.set_mirror(None).await.unwrap();
+    t.set_mirror(&[]).await.unwrap();
     replace(&t, date("2026-03-15"), 0..7, "b", "r3").await;
     replace(&t, date("2026-03-17"), 0..5, "a", "r4").await;
-    let again = t.set_mirror(Some(MirrorFormat::Delta)).await.unwrap();
+    let again = t.set_mirror(&[MirrorFormat::Delta]).await.unwrap();
     // Turning on what is on commits nothing.
     assert!(
-        t.set_mirror(Some(MirrorFormat::Delta))
+        t.set_mirror(&[MirrorFormat::Delta])
             .await
             .unwrap()
             .already_committed
@@ -418,8 +427,8 @@ async fn vacuum_trims_the_delta_log_before_the_checkpoint_the_oldest_kept_versio
         .await
         .unwrap();
     // Expiry's and vacuum's own commits are mirrored too.
-    let status = t.mirror_status().await.unwrap();
-    assert_eq!((status.behind, status.delta_version), (0, Some(252)));
+    let status = delta_status(&t).await;
+    assert_eq!((status.behind, status.mirror_version), (0, Some(252)));
 }
 
 #[tokio::test]
@@ -451,18 +460,18 @@ async fn a_mirror_turned_on_again_after_its_base_was_vacuumed_rebuilds_from_delt
     use logbook::maintenance::{expire, vacuum, Keep};
     let t = mirrored_table("m_reseed").await;
     replace(&t, date("2026-03-15"), 0..5, "a", "r1").await;
-    t.set_mirror(None).await.unwrap();
+    t.set_mirror(&[]).await.unwrap();
     // The version the Delta log holds is expired and its files vacuumed.
     replace(&t, date("2026-03-15"), 0..3, "b", "r2").await;
     replace(&t, date("2026-03-16"), 0..3, "b", "r3").await;
     expire(&t, Keep::Last(1)).await.unwrap();
     vacuum(&t, sweep()).await.unwrap();
-    let status = t.mirror_status().await.unwrap();
+    let status = delta_status(&t).await;
     assert!(
-        !status.enabled && status.delta_version == Some(1),
+        !status.enabled && status.mirror_version == Some(1),
         "{status:?}"
     );
-    t.set_mirror(Some(MirrorFormat::Delta)).await.unwrap();
+    t.set_mirror(&[MirrorFormat::Delta]).await.unwrap();
     let versions = replay(&t).await;
     let latest = t.latest_version().await.unwrap();
     assert_eq!(versions.last().unwrap().logbook, Some(latest));
@@ -476,8 +485,8 @@ async fn a_mirror_turned_on_again_after_its_base_was_vacuumed_rebuilds_from_delt
         t.sync_mirror().await.is_err(),
         "a missing log is not taken for a new one"
     );
-    t.set_mirror(None).await.unwrap();
-    t.set_mirror(Some(MirrorFormat::Delta)).await.unwrap();
+    t.set_mirror(&[]).await.unwrap();
+    t.set_mirror(&[MirrorFormat::Delta]).await.unwrap();
     let versions = replay(&t).await;
     assert_eq!(versions.len(), 1);
     let latest = t.latest_version().await.unwrap();

@@ -6,42 +6,60 @@
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::format::{LogEntry, PartitionSummary};
+use crate::format::{LogEntry, MirrorFormat, PartitionSummary};
 use crate::table::Table;
 
-/// One log entry with the Delta version that mirrors it (`None` when the
-/// mirror is off, has not reached it, or began after it).
+/// One commit as `logbook log T --json` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct LogLine {
     #[serde(flatten)]
     pub entry: LogEntry,
+    /// The Delta version that mirrors this commit, if the Delta mirror holds it.
     pub delta_version: Option<u64>,
+    /// The Iceberg snapshot id that mirrors this commit, if the Iceberg
+    /// mirror holds it (time travel: pyiceberg's `snapshot_id`, DuckDB's
+    /// `snapshot_from_id`).
+    pub iceberg_snapshot_id: Option<i64>,
 }
 
 /// The table's log, oldest first (`logbook log T --json`). A mirror that
-/// cannot say where it stands shows no Delta versions (the log is the
-/// truth), with a warning.
+/// cannot say where it stands shows no versions (the log is the truth),
+/// with a warning.
 pub async fn log(table: &Table) -> Result<Vec<LogLine>> {
     let history = table.history().await?;
-    let mirror = table.latest().await?.properties().mirror;
-    let mirrored = match mirror {
-        Some(_) => match table.mirror_status().await {
-            Ok(status) => status.mirrored_version,
-            Err(e) => {
-                tracing::warn!(table = %table.name(), error = %e, "no Delta versions shown");
-                None
-            }
-        },
-        None => None,
+    let properties = table.latest().await?.properties().clone();
+    let statuses = match properties.mirrors().is_empty() {
+        true => vec![],
+        false => table.mirror_status().await.unwrap_or_else(|e| {
+            tracing::warn!(table = %table.name(), error = %e, "no mirror versions shown");
+            vec![]
+        }),
     };
+    let mirrored = |format: MirrorFormat| {
+        statuses
+            .iter()
+            .find(|s| s.format == format && s.enabled)
+            .and_then(|s| s.mirrored_version)
+    };
+    let (delta, iceberg) = (properties.mirror, properties.iceberg_mirror);
+    let (delta_mirrored, iceberg_mirrored) = (
+        mirrored(MirrorFormat::Delta),
+        mirrored(MirrorFormat::Iceberg),
+    );
     Ok(history
         .into_iter()
         .map(|entry| LogLine {
-            delta_version: crate::mirror::delta_version_of(
-                mirror.as_ref(),
-                mirrored,
+            delta_version: crate::mirror::mirror_version_of(
+                delta.as_ref(),
+                delta_mirrored,
                 entry.version,
             ),
+            iceberg_snapshot_id: crate::mirror::mirror_version_of(
+                iceberg.as_ref(),
+                iceberg_mirrored,
+                entry.version,
+            )
+            .map(|_| crate::mirror::iceberg_snapshot_id(entry.version)),
             entry,
         })
         .collect())

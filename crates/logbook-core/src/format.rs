@@ -468,10 +468,17 @@ pub struct TableProperties {
     /// recommitting a date makes every later date stale.
     #[serde(default)]
     pub depends_on_previous: bool,
-    /// A transaction log in another format kept beside logbook's, so that
-    /// other engines read the table (see the `mirror` module).
+    /// The Delta Lake mirror, when on: a transaction log in another format
+    /// kept beside logbook's, so that other engines read the table (see the
+    /// `mirror` module). Its `format` is [`MirrorFormat::Delta`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mirror: Option<Mirror>,
+    /// The Iceberg mirror, when on (its `format` is
+    /// [`MirrorFormat::Iceberg`]). A field of its own, not a second value
+    /// in `mirror`: builds from before it ignore an unknown field but would
+    /// refuse the whole table on an unknown format in `mirror`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iceberg_mirror: Option<Mirror>,
     /// Field ids of the columns each row group is sorted by (ascending,
     /// nulls first), so that a row group's and a page's bounds are narrow
     /// and filters on them skip most of the data. Set by name with
@@ -486,6 +493,56 @@ pub struct TableProperties {
 }
 
 impl TableProperties {
+    /// The mirrors that are on, Delta first.
+    pub fn mirrors(&self) -> Vec<Mirror> {
+        self.mirror.into_iter().chain(self.iceberg_mirror).collect()
+    }
+
+    /// The mirror in `format`, if it is on.
+    pub fn mirror_of(&self, format: MirrorFormat) -> Option<Mirror> {
+        match format {
+            MirrorFormat::Delta => self.mirror,
+            MirrorFormat::Iceberg => self.iceberg_mirror,
+        }
+    }
+
+    /// Put `mirror` in the field of its format (`None` turns `format` off).
+    pub fn set_mirror_of(&mut self, format: MirrorFormat, mirror: Option<Mirror>) {
+        match format {
+            MirrorFormat::Delta => self.mirror = mirror,
+            MirrorFormat::Iceberg => self.iceberg_mirror = mirror,
+        }
+    }
+
+    /// These properties with the mirrors in `formats` on from the table's
+    /// creation (for a create; later, [`crate::Table::set_mirror`]).
+    pub fn with_mirrors(mut self, formats: &[MirrorFormat]) -> Self {
+        for &format in formats {
+            self.set_mirror_of(format, Some(Mirror::from_creation(format)));
+        }
+        self
+    }
+
+    /// Each mirror sits in the field of its own format, else an error
+    /// naming the table (properties built by hand).
+    pub fn check_mirrors(&self, table: &str) -> Result<()> {
+        for (field, mirror, format) in [
+            ("mirror", self.mirror, MirrorFormat::Delta),
+            ("iceberg_mirror", self.iceberg_mirror, MirrorFormat::Iceberg),
+        ] {
+            if let Some(m) = mirror.filter(|m| m.format != format) {
+                return Err(crate::error::Error::InvalidInput {
+                    table: table.to_string(),
+                    reason: format!(
+                        "properties: `{field}` holds a {} mirror; it takes only {format} (use TableProperties::set_mirror_of)",
+                        m.format
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Sort each row group by the columns `names` of table `table`, whose
     /// schema is `schema`.
     pub fn with_sort_by(
@@ -577,6 +634,29 @@ impl Mirror {
 pub enum MirrorFormat {
     /// A Delta Lake `_delta_log/` at the table root.
     Delta,
+    /// Apache Iceberg (spec v2) table metadata in `metadata/`.
+    Iceberg,
+}
+
+impl MirrorFormat {
+    /// Every format, in the order mirrors are written and shown.
+    pub const ALL: [MirrorFormat; 2] = [MirrorFormat::Delta, MirrorFormat::Iceberg];
+
+    /// A list such as `delta,iceberg` (or `none`: no mirror), as `--mirror`
+    /// and pylogbook take it; duplicates are dropped.
+    pub fn parse_list(list: &str) -> Result<Vec<MirrorFormat>, String> {
+        if list.trim() == "none" {
+            return Ok(vec![]);
+        }
+        let mut out: Vec<MirrorFormat> = Vec::new();
+        for part in list.split(',') {
+            let f: MirrorFormat = part.trim().parse()?;
+            if !out.contains(&f) {
+                out.push(f);
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl std::str::FromStr for MirrorFormat {
@@ -584,7 +664,10 @@ impl std::str::FromStr for MirrorFormat {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "delta" => Ok(MirrorFormat::Delta),
-            other => Err(format!("unknown mirror format {other:?}; use delta")),
+            "iceberg" => Ok(MirrorFormat::Iceberg),
+            other => Err(format!(
+                "unknown mirror format {other:?}; use delta, iceberg or delta,iceberg"
+            )),
         }
     }
 }
@@ -593,6 +676,7 @@ impl std::fmt::Display for MirrorFormat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             MirrorFormat::Delta => "delta",
+            MirrorFormat::Iceberg => "iceberg",
         })
     }
 }
@@ -608,8 +692,8 @@ impl TableProperties {
 pub struct PropertiesChange {
     pub schedule_start: Option<NaiveDate>,
     pub depends_on_previous: Option<bool>,
-    /// Turn a mirror on or off.
-    pub mirror: Option<MirrorChange>,
+    /// Turn mirrors on or off (formats not named stay as they are).
+    pub mirrors: Vec<MirrorChange>,
     /// New sort columns by field id (empty: unsorted). Files written
     /// before keep their order.
     pub sort_by: Option<Vec<u32>>,
@@ -628,28 +712,19 @@ pub enum MirrorChange {
     /// this commit's snapshot (the one after what the mirror's log holds).
     On { format: MirrorFormat, first: u64 },
     /// Off: the mirror's log stays as it is and no longer follows the table.
-    Off,
+    Off { format: MirrorFormat },
 }
 
 impl PropertiesChange {
     /// `properties` with this change applied by the commit of `version`.
     pub fn apply(&self, properties: &TableProperties, version: u64) -> TableProperties {
-        TableProperties {
+        let mut out = TableProperties {
             schedule_start: self.schedule_start.or(properties.schedule_start),
             depends_on_previous: self
                 .depends_on_previous
                 .unwrap_or(properties.depends_on_previous),
-            mirror: match (self.mirror, properties.mirror) {
-                (None, current) => current,
-                (Some(MirrorChange::Off), _) => None,
-                // Turning on a mirror that is on keeps its version mapping.
-                (Some(MirrorChange::On { .. }), Some(current)) => Some(current),
-                (Some(MirrorChange::On { format, first }), None) => Some(Mirror {
-                    format,
-                    since: version,
-                    first,
-                }),
-            },
+            mirror: properties.mirror,
+            iceberg_mirror: properties.iceberg_mirror,
             sort_by: self
                 .sort_by
                 .clone()
@@ -658,7 +733,23 @@ impl PropertiesChange {
                 .bloom_filters
                 .clone()
                 .unwrap_or_else(|| properties.bloom_filters.clone()),
+        };
+        for change in &self.mirrors {
+            let (format, mirror) = match *change {
+                MirrorChange::Off { format } => (format, None),
+                MirrorChange::On { format, first } => (
+                    format,
+                    // Turning on a mirror that is on keeps its version mapping.
+                    Some(properties.mirror_of(format).unwrap_or(Mirror {
+                        format,
+                        since: version,
+                        first,
+                    })),
+                ),
+            };
+            out.set_mirror_of(format, mirror);
         }
+        out
     }
 
     /// True if the change sets nothing.

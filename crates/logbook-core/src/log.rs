@@ -6,7 +6,8 @@
 //! put as created, lost to another writer, or ambiguous.
 //!
 //! logbook's own log is one such sequence (`_logbook/log/`); a Delta mirror's
-//! `_delta_log/` is another, with the same `<20 digits>.json` names.
+//! `_delta_log/` is another, with the same `<20 digits>.json` names; an
+//! Iceberg mirror's `metadata/v<N>.metadata.json` files a third.
 
 use bytes::Bytes;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
@@ -43,6 +44,42 @@ pub enum Created {
     Absent(Error),
 }
 
+/// How a log names its entries and its hint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    /// `<dir>/<20-digit version>.json`; the hint holds the version.
+    Padded,
+    /// Iceberg's file-system tables: version `v` is
+    /// `<dir>/v<v + 1>.metadata.json` (Iceberg counts from 1), and the hint,
+    /// `version-hint.text`, holds `v + 1` with no newline, as readers
+    /// expect it.
+    IcebergMetadata,
+}
+
+impl Naming {
+    fn file(self, version: u64) -> String {
+        match self {
+            Naming::Padded => format!("{version:020}.json"),
+            Naming::IcebergMetadata => format!("v{}.metadata.json", version + 1),
+        }
+    }
+
+    fn hint_text(self, version: u64) -> String {
+        match self {
+            Naming::Padded => version.to_string(),
+            Naming::IcebergMetadata => (version + 1).to_string(),
+        }
+    }
+
+    fn hint_version(self, text: &str) -> Option<u64> {
+        let n: u64 = text.trim().parse().ok()?;
+        match self {
+            Naming::Padded => Some(n),
+            Naming::IcebergMetadata => n.checked_sub(1),
+        }
+    }
+}
+
 /// The numbered log of one table.
 #[derive(Debug, Clone)]
 pub struct Log {
@@ -51,6 +88,7 @@ pub struct Log {
     dir: &'static str,
     /// Where the best-effort latest-version hint lives.
     hint: &'static str,
+    naming: Naming,
 }
 
 impl Log {
@@ -61,16 +99,31 @@ impl Log {
 
     /// A log of `<dir>/<20-digit version>.json` entries, with its hint at `hint`.
     pub fn in_dir(location: StorageLocation, dir: &'static str, hint: &'static str) -> Self {
+        Self::named(location, dir, hint, Naming::Padded)
+    }
+
+    /// A log in `dir` whose entries and hint are named by `naming`.
+    pub fn named(
+        location: StorageLocation,
+        dir: &'static str,
+        hint: &'static str,
+        naming: Naming,
+    ) -> Self {
         Self {
             location,
             dir,
             hint,
+            naming,
         }
     }
 
+    /// Entry `version`'s path relative to the table root.
+    pub fn entry_name(&self, version: u64) -> String {
+        format!("{}/{}", self.dir, self.naming.file(version))
+    }
+
     fn entry_path(&self, version: u64) -> object_store::path::Path {
-        self.location
-            .path(&format!("{}/{version:020}.json", self.dir))
+        self.location.path(&self.entry_name(version))
     }
 
     fn store(&self) -> &dyn ObjectStore {
@@ -213,7 +266,7 @@ impl Log {
                 // A damaged hint is only a hint: fall back to probing.
                 Ok(std::str::from_utf8(&bytes)
                     .ok()
-                    .and_then(|s| s.trim().parse().ok()))
+                    .and_then(|s| self.naming.hint_version(s)))
             }
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(Error::storage(&path, e)),
@@ -225,7 +278,7 @@ impl Log {
     pub async fn write_hint(&self, version: u64) -> Result<()> {
         let path = self.location.path(self.hint);
         self.store()
-            .put(&path, PutPayload::from(version.to_string()))
+            .put(&path, PutPayload::from(self.naming.hint_text(version)))
             .await
             .map(|_| ())
             .map_err(|e| Error::storage(&path, e))

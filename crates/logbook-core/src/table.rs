@@ -72,9 +72,11 @@ impl Table {
         options: TableOptions,
     ) -> Result<Table> {
         validate_table_name(name)?;
+        properties.check_mirrors(name)?;
         if properties
-            .mirror
-            .is_some_and(|m| m.since != 0 || m.first != 0)
+            .mirrors()
+            .iter()
+            .any(|m| m.since != 0 || m.first != 0)
         {
             return Err(Error::InvalidInput {
                 table: name.to_string(),
@@ -273,15 +275,26 @@ impl Table {
             .map_err(|f| f.error)
     }
 
-    /// Turn the table's mirror on (`Some(format)`) or off (`None`): a
-    /// property commit; turning it on writes the mirror of the current
-    /// snapshot. When the mirror is already as asked, nothing is committed
-    /// (the result says `already_committed`, at the latest version) and the
-    /// mirror is only caught up. See [`crate::mirror`].
-    pub async fn set_mirror(&self, format: Option<MirrorFormat>) -> Result<CommitInfo> {
+    /// Keep exactly the mirrors in `formats` on (an empty list turns every
+    /// mirror off): one property commit; turning one on writes its mirror
+    /// of the current snapshot. When the mirrors are already as asked,
+    /// nothing is committed (the result says `already_committed`, at the
+    /// latest version) and they are only caught up. See [`crate::mirror`].
+    pub async fn set_mirror(&self, formats: &[MirrorFormat]) -> Result<CommitInfo> {
         let head = self.latest().await?;
-        let now = head.properties().mirror.map(|m| m.format);
-        if now == format {
+        let mut changes = Vec::new();
+        for format in MirrorFormat::ALL {
+            let on = head.properties().mirror_of(format).is_some();
+            match (on, formats.contains(&format)) {
+                (false, true) => changes.push(MirrorChange::On {
+                    format,
+                    first: crate::mirror::next_free_version(&self.inner, format).await?,
+                }),
+                (true, false) => changes.push(MirrorChange::Off { format }),
+                _ => {}
+            }
+        }
+        if changes.is_empty() {
             crate::mirror::sync(&self.inner).await?;
             return Ok(CommitInfo {
                 version: head.version(),
@@ -290,28 +303,23 @@ impl Table {
                 dropped: vec![],
             });
         }
-        let mirror = match format {
-            Some(format) => MirrorChange::On {
-                format,
-                first: crate::mirror::next_free_version(&self.inner).await?,
-            },
-            None => MirrorChange::Off,
-        };
         self.alter(PropertiesChange {
-            mirror: Some(mirror),
+            mirrors: changes,
             ..Default::default()
         })
         .await
     }
 
-    /// Catch the mirror up with the latest version (what each commit does
-    /// after it lands; needed only after a failure or a crash).
-    pub async fn sync_mirror(&self) -> Result<crate::mirror::MirrorStatus> {
+    /// Catch every mirror up with the latest version (what each commit
+    /// does after it lands; needed only after a failure or a crash), and
+    /// say where each stands.
+    pub async fn sync_mirror(&self) -> Result<Vec<crate::mirror::MirrorStatus>> {
         crate::mirror::sync(&self.inner).await
     }
 
-    /// How far the mirror is behind the latest version.
-    pub async fn mirror_status(&self) -> Result<crate::mirror::MirrorStatus> {
+    /// How far each mirror is behind the latest version (mirrors that are
+    /// off and left no log are not listed).
+    pub async fn mirror_status(&self) -> Result<Vec<crate::mirror::MirrorStatus>> {
         crate::mirror::status(&self.inner).await
     }
 

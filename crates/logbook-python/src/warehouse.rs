@@ -43,7 +43,8 @@ impl Warehouse {
 
     /// Create a table: a fact table partitioned by the date column
     /// `partition_by`, or a dimension (SCD2) keyed by `scd2_keys`.
-    /// `mirror="delta"` keeps a Delta Lake log beside logbook's.
+    /// `mirror="delta"` keeps a Delta Lake log beside logbook's,
+    /// `mirror="iceberg"` Iceberg metadata, `mirror="delta,iceberg"` both.
     /// `sort_by` sorts each row group by those columns and `bloom_filters`
     /// writes bloom filters for those, so that filters on them skip data.
     #[pyo3(signature = (name, schema, partition_by=None, scd2_keys=None, schedule_start=None, depends_on_previous=false, mirror=None, sort_by=None, bloom_filters=None))]
@@ -61,13 +62,11 @@ impl Warehouse {
         sort_by: Option<Vec<String>>,
         bloom_filters: Option<Vec<String>>,
     ) -> PyResult<Table> {
-        let mirror = mirror
-            .map(|m| {
-                m.parse::<logbook_core::MirrorFormat>()
-                    .map(logbook_core::Mirror::from_creation)
-                    .map_err(|e| errors::invalid(format!("table {name}: mirror: {e}")))
-            })
-            .transpose()?;
+        let mirrors = mirror
+            .map(logbook_core::MirrorFormat::parse_list)
+            .transpose()
+            .map_err(|e| errors::invalid(format!("table {name}: mirror: {e}")))?
+            .unwrap_or_default();
         let arrow = schema.into_inner();
         let columns =
             logbook_core::schema::columns_from_arrow(name, &arrow).map_err(errors::core)?;
@@ -89,9 +88,9 @@ impl Warehouse {
                 .map(|d| parse_date("schedule_start", d))
                 .transpose()?,
             depends_on_previous,
-            mirror,
             ..Default::default()
-        };
+        }
+        .with_mirrors(&mirrors);
         let (sort_by, bloom_filters) = (
             sort_by.unwrap_or_default(),
             bloom_filters.unwrap_or_default(),

@@ -280,7 +280,7 @@ pub(crate) async fn table(
                 dt { "each date reads the previous" } dd { (props.depends_on_previous) }
                 dt { "sorted by" } dd { (props.sort_by.iter().map(column).collect::<Vec<_>>().join(", ")) }
                 dt { "bloom filters" } dd { (props.bloom_filters.iter().map(column).collect::<Vec<_>>().join(", ")) }
-                dt { "mirror" } dd { (props.mirror.map_or("none".into(), |m| format!("{:?}", m.format))) }
+                dt { "mirror" } dd { (mirrors_shown(&props)) }
             }
             h2 { "Schema (version " (schema.version) ")" }
             table.list {
@@ -452,4 +452,17 @@ pub(crate) async fn stage(
     }
     .await;
     page(&title, body)
+}
+
+/// The mirrors that are on, as the table page shows them.
+fn mirrors_shown(props: &logbook_core::TableProperties) -> String {
+    let on: Vec<String> = props
+        .mirrors()
+        .iter()
+        .map(|m| m.format.to_string())
+        .collect();
+    match on.is_empty() {
+        true => "none".into(),
+        false => on.join(", "),
+    }
 }

@@ -30,10 +30,15 @@ pub struct Args {
     /// Drop a column.
     #[arg(long, group = "change", value_name = "NAME")]
     drop_column: Option<String>,
-    /// Turn the table's mirror on (`delta`: a Delta Lake log beside
-    /// logbook's) or off (`none`). Turning it on writes the mirror of the
-    /// current snapshot.
-    #[arg(long, group = "change", value_name = "delta|none")]
+    /// Keep exactly these mirrors on (`delta`: a Delta Lake log beside
+    /// logbook's; `iceberg`: Iceberg metadata; `delta,iceberg`: both;
+    /// `none`: neither). Turning one on writes its mirror of the current
+    /// snapshot.
+    #[arg(
+        long,
+        group = "change",
+        value_name = "delta|iceberg|delta,iceberg|none"
+    )]
     mirror: Option<String>,
     /// Sort each row group of files written from now on by these columns
     /// (comma-separated; `none`: unsorted).
@@ -151,20 +156,28 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
                 table.name()
             )));
         }
-        let format = super::parse_mirror(table.name(), mirror)?;
-        let info = table.set_mirror(format).await?;
-        // The property commit has landed; where the mirror stands is extra.
+        let formats = super::parse_mirror(table.name(), mirror)?;
+        let info = table.set_mirror(&formats).await?;
+        // The property commit has landed; where the mirrors stand is extra.
         let at = match table.mirror_status().await {
-            Ok(s) => s
-                .delta_version
-                .filter(|_| s.enabled)
-                .map_or(String::new(), |d| format!(" (Delta version {d})")),
-            Err(e) => format!(" (the mirror is behind: {e})"),
+            Ok(statuses) => statuses
+                .iter()
+                .filter(|s| s.enabled)
+                .filter_map(|s| {
+                    s.mirror_version
+                        .map(|d| format!(" ({} version {d})", s.format))
+                })
+                .collect::<String>(),
+            Err(e) => format!(" (a mirror is behind: {e})"),
         };
+        let on: Vec<String> = formats.iter().map(|f| f.to_string()).collect();
         println!(
             "table {}: mirror {} at version {}{at}",
             table.name(),
-            format.map_or("off".to_string(), |f| format!("{f} on")),
+            match on.is_empty() {
+                true => "off".to_string(),
+                false => format!("{} on", on.join(",")),
+            },
             info.version,
         );
         return Ok(());
@@ -177,7 +190,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
             (_, true) => Some(false),
             _ => None,
         },
-        mirror: None,
+        mirrors: vec![],
         sort_by: layout_ids(&table, &schema, &args.sort_by, "sort by")?,
         bloom_filters: layout_ids(&table, &schema, &args.bloom_filter, "bloom filter")?,
         format: args.format,

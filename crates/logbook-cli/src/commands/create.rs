@@ -28,9 +28,11 @@ pub struct Args {
     /// date makes every later date stale.
     #[arg(long)]
     depends_on_previous: bool,
-    /// Keep a Delta Lake log beside logbook's (`_delta_log/`), so Spark,
-    /// Trino, DuckDB, polars and deltalake read the table.
-    #[arg(long, value_name = "delta|none")]
+    /// Keep a Delta Lake log (`delta`: `_delta_log/`, for Spark, Trino,
+    /// DuckDB, polars and deltalake), Iceberg metadata (`iceberg`:
+    /// `metadata/`, for pyiceberg, DuckDB, Trino, Snowflake, Athena) or
+    /// both (`delta,iceberg`) beside logbook's log.
+    #[arg(long, value_name = "delta|iceberg|delta,iceberg|none")]
     mirror: Option<String>,
     /// Sort each row group by these columns (comma-separated): filters on
     /// them then skip most row groups and pages.
@@ -43,9 +45,9 @@ pub struct Args {
 }
 
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
-    let mirror = match &args.mirror {
+    let mirrors = match &args.mirror {
         Some(value) => super::parse_mirror(&args.table, value)?,
-        None => None,
+        None => vec![],
     };
     let columns = if args.schema.ends_with(".parquet") {
         let arrow = input::parquet_schema(std::path::Path::new(&args.schema))?;
@@ -69,9 +71,9 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     let properties = TableProperties {
         schedule_start: args.schedule_start,
         depends_on_previous: args.depends_on_previous,
-        mirror: mirror.map(logbook_core::Mirror::from_creation),
         ..Default::default()
-    };
+    }
+    .with_mirrors(&mirrors);
     let properties = properties
         .with_sort_by(&args.table, &schema, &super::common::names(&args.sort_by))?
         .with_bloom_filters(

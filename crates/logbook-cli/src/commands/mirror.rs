@@ -19,7 +19,7 @@ pub struct Args {
 /// where it stands.
 pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     let table = warehouse.table(&args.table).await?;
-    let status = if args.status {
+    let statuses = if args.status {
         table.mirror_status().await?
     } else {
         table.sync_mirror().await?
@@ -27,29 +27,35 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&status).expect("status serialises")
+            serde_json::to_string_pretty(&statuses).expect("status serialises")
         );
         return Ok(());
     }
-    let Some(format) = status.format else {
-        let left = match (status.delta_version, status.mirrored_version) {
-            (Some(d), Some(v)) => format!("; a Delta log is left at Delta version {d} (logbook version {v}): it no longer follows the table, and vacuum deletes files it names; delete `_delta_log/` or turn the mirror on again"),
-            (Some(d), None) => format!("; a Delta log not written by logbook is at Delta version {d}"),
-            _ => String::new(),
+    if statuses.is_empty() {
+        println!(
+            "table {}: no mirror (turn one on with `logbook alter {} --mirror delta|iceberg`)",
+            args.table, args.table
+        );
+    }
+    for status in statuses {
+        let format = status.format;
+        if !status.enabled {
+            let left = match (status.mirror_version, status.mirrored_version) {
+                (Some(d), Some(v)) => format!("a {format} log is left at {format} version {d} (logbook version {v}): it no longer follows the table, and vacuum deletes files it names; delete it or turn the mirror on again"),
+                (Some(d), _) => format!("a {format} log not written by logbook is at {format} version {d}"),
+                _ => continue,
+            };
+            println!("table {}: {format} mirror off; {left}", status.table);
+            continue;
+        }
+        let at = match (status.mirrored_version, status.mirror_version) {
+            (Some(v), Some(d)) => format!("holds logbook version {v} as {format} version {d}"),
+            _ => "holds nothing yet".to_string(),
         };
         println!(
-            "table {}: no mirror (turn one on with `logbook alter {} --mirror delta`){left}",
-            status.table, status.table
+            "table {}: {format} mirror {at}; latest version {}, {} behind",
+            status.table, status.logbook_version, status.behind
         );
-        return Ok(());
-    };
-    let at = match (status.mirrored_version, status.delta_version) {
-        (Some(v), Some(d)) => format!("holds logbook version {v} as {format} version {d}"),
-        _ => "holds nothing yet".to_string(),
-    };
-    println!(
-        "table {}: {format} mirror {at}; latest version {}, {} behind",
-        status.table, status.logbook_version, status.behind
-    );
+    }
     Ok(())
 }

@@ -37,18 +37,10 @@ pub enum CliError {
     Failed(String),
 }
 
-/// `--mirror delta|none` as given to `create` and `alter`.
-pub fn parse_mirror(
-    table: &str,
-    value: &str,
-) -> Result<Option<logbook_core::MirrorFormat>, CliError> {
-    match value {
-        "none" => Ok(None),
-        other => other
-            .parse()
-            .map(Some)
-            .map_err(|e| CliError::Input(format!("table {table}: --mirror: {e}, or none"))),
-    }
+/// `--mirror delta|iceberg|delta,iceberg|none` as given to `create` and `alter`.
+pub fn parse_mirror(table: &str, value: &str) -> Result<Vec<logbook_core::MirrorFormat>, CliError> {
+    logbook_core::MirrorFormat::parse_list(value)
+        .map_err(|e| CliError::Input(format!("table {table}: --mirror: {e}, or none")))
 }
 
 pub async fn tables(warehouse: &Warehouse) -> Result<(), CliError> {

@@ -50,7 +50,7 @@ pub(super) async fn build(
 ) -> Result<Built> {
     let format = format(head, &pending.change);
     // The commit's mirror entry reads the new manifests right after.
-    let cache = head.properties().mirror.is_some();
+    let cache = !head.properties().mirrors().is_empty();
     let (changed, replaced, mut writes) = months(table, head, pending, next, cache).await?;
     let index = spans::index(table, head, format, changed, next.attempt_id, cache).await?;
     writes.extend(index.writes.iter().cloned());

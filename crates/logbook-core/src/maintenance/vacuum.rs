@@ -151,7 +151,7 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     // A mirror left behind by a failure still shows files and needs the
     // manifests of the versions it has not mirrored: catch it up first, and
     // delete nothing if that fails.
-    if table.latest().await?.properties().mirror.is_some() {
+    if !table.latest().await?.properties().mirrors().is_empty() {
         crate::mirror::sync(inner).await?;
     }
     // One clock: the store's. Data files, manifests, markers and log entries
@@ -255,7 +255,7 @@ pub async fn vacuum(table: &Table, options: VacuumOptions) -> Result<VacuumRepor
     // The mirror's entries for versions whose files are going.
     report
         .deleted
-        .extend(crate::mirror::expired_entries(inner, &latest, oldest).await?);
+        .extend(crate::mirror::expired_entries(inner, &latest, oldest, &report.deleted).await?);
     report.deleted.sort();
     if !options.dry_run {
         if everything && report.deleted.is_empty() {

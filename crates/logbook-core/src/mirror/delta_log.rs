@@ -151,31 +151,13 @@ pub(crate) async fn create(
     }
 }
 
-/// Delta version `d` must mirror the logbook commit `entry`: another
-/// writer may have created it first (a concurrent catch-up: fine), or
-/// another engine appended to the mirror, or a `_delta_log/` was left by an
-/// earlier table at this location (a divergence: the commit id differs).
-pub(crate) async fn check_winner(table: &TableInner, d: u64, entry: &LogEntry) -> Result<()> {
-    judge(table, d, recorded(table, d).await?, entry)
-}
-
 fn judge(
     table: &TableInner,
     d: u64,
     found: Option<(u64, Option<Uuid>)>,
     entry: &LogEntry,
 ) -> Result<()> {
-    let reason = match found {
-        Some((v, id)) if v == entry.version && id.is_none_or(|id| id == entry.commit_id) => {
-            return Ok(())
-        }
-        Some((v, _)) if v == entry.version => {
-            "it mirrors another table's commit (a `_delta_log/` left at this location)".to_string()
-        }
-        Some((v, _)) => format!("it mirrors logbook version {v}, not {}", entry.version),
-        None => "it was written by another Delta writer (no logbook `txn`); the mirror is read-only for other engines".to_string(),
-    };
-    Err(diverged(table, d, reason))
+    super::judge(found, entry, "`_delta_log/`").map_err(|reason| diverged(table, d, reason))
 }
 
 pub(crate) fn diverged(table: &TableInner, d: u64, reason: String) -> Error {

@@ -1,11 +1,13 @@
 //! Mirrors: a second transaction log, in a format other engines read (Delta
-//! Lake), generated from logbook's and kept beside it.
+//! Lake, Apache Iceberg), generated from logbook's and kept beside it. A
+//! table keeps either or both; each follows the rules below on its own.
 //!
 //! ```text
 //! <table>/_delta_log/00000000000000000004.json             Delta version 4
 //! <table>/_delta_log/00000000000000000100.checkpoint.parquet   every 100 versions
 //! <table>/_delta_log/_last_checkpoint                      Delta's own hint
 //! <table>/_logbook/mirror/delta-last                       our hint: latest Delta version
+//! <table>/metadata/v5.metadata.json                        Iceberg version 4 (see `iceberg_log`)
 //! ```
 //!
 //! **Lifecycle.** A mirror is turned on by a property (at creation, or by a
@@ -30,50 +32,114 @@
 //! anything else (another engine wrote to the mirror) stops the mirror with
 //! [`crate::Error::MirrorDiverged`] rather than be built upon.
 //!
+//! The Iceberg mirror differs only in what one version is: a whole snapshot
+//! (`vN.metadata.json` naming a manifest list), built from the previous
+//! version's history and manifests (see `iceberg_commit`), where a Delta
+//! version is the change from the one before. Its metadata file is the
+//! put-if-absent commit point, judged by the logbook commit id its current
+//! snapshot names.
+//!
 //! Why Delta first: more engines read it without a catalog (Spark,
 //! Trino, DuckDB, polars, deltalake), and its log is a numbered sequence of
-//! put-if-absent files, like ours. Iceberg is the next mirror.
+//! put-if-absent files, like ours. Iceberg readers (Trino, Snowflake,
+//! Athena, pyiceberg) mostly go through a catalog, registered from the
+//! metadata path.
 
 mod checkpoint;
 mod delta_commit;
 mod delta_log;
 mod delta_replay;
 mod delta_table;
+mod iceberg_avro;
+mod iceberg_commit;
+mod iceberg_log;
+mod iceberg_metadata;
+mod iceberg_table;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Serialize;
+use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::format::{Mirror, MirrorFormat};
+use crate::format::{LogEntry, Mirror, MirrorFormat};
 use crate::handle::TableInner;
 use crate::snapshot::Snapshot;
 use delta_commit::Base;
 use delta_log::{Kind, CHECKPOINT_INTERVAL};
 
-/// Where a table's mirror stands, as `logbook mirror T --status` shows it.
+/// Where one of a table's mirrors stands, as `logbook mirror T --status`
+/// shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MirrorStatus {
     /// The table's name.
     pub table: String,
-    /// The mirror's format, or `None` when the table has no mirror on.
-    pub format: Option<MirrorFormat>,
-    /// Whether the mirror is on. When it is off but `delta_version` is set,
-    /// a Delta log is left that no longer follows the table.
+    /// The mirror's format.
+    pub format: MirrorFormat,
+    /// Whether the mirror is on. When it is off but `mirror_version` is
+    /// set, a log is left that no longer follows the table.
     pub enabled: bool,
     /// The table's latest logbook version.
     pub logbook_version: u64,
-    /// The latest logbook version the Delta log holds.
+    /// The latest logbook version the mirror holds.
     pub mirrored_version: Option<u64>,
-    /// The Delta log's latest version.
-    pub delta_version: Option<u64>,
+    /// The mirror's own latest version: the Delta version, or the Iceberg
+    /// metadata version (`v<N + 1>.metadata.json`).
+    pub mirror_version: Option<u64>,
     /// Logbook commits not mirrored yet (0 when the mirror is off).
     pub behind: u64,
 }
 
+/// Whether a mirror entry that records `found` (the logbook version and
+/// commit id it names, `None` when it names none) is the one mirroring
+/// `entry`; else why not. `dir` names the mirror's directory.
+pub(crate) fn judge(
+    found: Option<(u64, Option<Uuid>)>,
+    entry: &LogEntry,
+    dir: &str,
+) -> std::result::Result<(), String> {
+    Err(match found {
+        Some((v, id)) if v == entry.version && id.is_none_or(|id| id == entry.commit_id) => {
+            return Ok(())
+        }
+        Some((v, _)) if v == entry.version => {
+            format!("it mirrors another table's commit (a {dir} left at this location)")
+        }
+        Some((v, _)) => format!("it mirrors logbook version {v}, not {}", entry.version),
+        None => "it was written by another writer (it names no logbook commit); the mirror is read-only for other engines".to_string(),
+    })
+}
+
+fn diverged(table: &TableInner, format: MirrorFormat, d: u64, reason: String) -> Error {
+    match format {
+        MirrorFormat::Delta => delta_log::diverged(table, d, reason),
+        MirrorFormat::Iceberg => iceberg_log::diverged(table, d, reason),
+    }
+}
+
+/// The mirror log's latest version in `format`.
+async fn latest(table: &TableInner, format: MirrorFormat) -> Result<Option<u64>> {
+    match format {
+        MirrorFormat::Delta => delta_log::latest(table).await,
+        MirrorFormat::Iceberg => iceberg_log::latest(table).await,
+    }
+}
+
+/// What mirror version `d` records (see [`judge`]); a missing one is a divergence.
+async fn recorded(
+    table: &TableInner,
+    format: MirrorFormat,
+    d: u64,
+) -> Result<Option<(u64, Option<Uuid>)>> {
+    match format {
+        MirrorFormat::Delta => delta_log::recorded(table, d).await,
+        MirrorFormat::Iceberg => iceberg_log::recorded(table, d).await,
+    }
+}
+
 /// After logbook commit `next` landed on `prev` (its version minus one):
-/// write its Delta commit, catching up first if earlier ones are missing.
+/// write its mirror commits, catching up first if earlier ones are missing.
 /// Best effort: the commit has landed, so a failure is logged and left for
 /// the next commit, `logbook mirror` or a vacuum to repair.
 pub(crate) async fn after_commit(
@@ -81,76 +147,108 @@ pub(crate) async fn after_commit(
     prev: Option<&Snapshot>,
     next: &Snapshot,
 ) {
-    let Some(mirror) = next.properties().mirror else {
-        return;
-    };
-    let version = next.version();
-    let result = async {
-        let Some(d) = mirror.mirror_version(version) else {
-            return Err(Error::InvalidInput {
-                table: table.name.clone(),
-                reason: format!(
-                    "the mirror property starts at version {}, after {version}",
-                    mirror.since
-                ),
-            });
-        };
-        if d == mirror.first {
-            return write_version(table, d, first_base(table, d).await?, next).await;
-        }
-        // The fast path: Delta version `d - 1` exists and holds `prev`.
-        let before = delta_log::log(table).read(d - 1).await?;
-        match (prev, before) {
-            (Some(prev), Some(bytes)) => {
-                delta_log::check_bytes(table, d - 1, &bytes, prev.entry())?;
-                write_version(table, d, Base::Logbook(prev), next).await
-            }
-            _ => sync(table).await.map(drop),
+    for mirror in next.properties().mirrors() {
+        let version = next.version();
+        if let Err(e) = commit_one(table, mirror, prev, next).await {
+            tracing::warn!(table = %table.name, version, format = %mirror.format, error = %e, "commit landed; the mirror is behind until the next commit, `logbook mirror` or a vacuum");
         }
     }
-    .await;
-    if let Err(e) = result {
-        tracing::warn!(table = %table.name, version, error = %e, "commit landed; the Delta mirror is behind until the next commit, `logbook mirror` or a vacuum");
+}
+
+async fn commit_one(
+    table: &Arc<TableInner>,
+    mirror: Mirror,
+    prev: Option<&Snapshot>,
+    next: &Snapshot,
+) -> Result<()> {
+    let version = next.version();
+    let Some(d) = mirror.mirror_version(version) else {
+        return Err(Error::InvalidInput {
+            table: table.name.clone(),
+            reason: format!(
+                "the {} mirror property starts at version {}, after {version}",
+                mirror.format, mirror.since
+            ),
+        });
+    };
+    if d == mirror.first {
+        return write_version(table, mirror, d, None, next).await;
+    }
+    // The fast path: version `d - 1` exists and holds `prev`.
+    let Some(prev) = prev else {
+        return sync_one(table, mirror.format).await.map(drop);
+    };
+    match mirror.format {
+        MirrorFormat::Delta => match delta_log::log(table).read(d - 1).await? {
+            Some(bytes) => {
+                delta_log::check_bytes(table, d - 1, &bytes, prev.entry())?;
+                write_version(table, mirror, d, Some(prev), next).await
+            }
+            None => sync_one(table, mirror.format).await.map(drop),
+        },
+        // The version reads `d - 1` itself, and says when it is missing.
+        MirrorFormat::Iceberg => match iceberg_log::read(table, d - 1).await? {
+            Some(md) => {
+                iceberg_commit::judge(table, d - 1, &md, prev.entry())?;
+                write_version(table, mirror, d, Some(prev), next).await
+            }
+            None => sync_one(table, mirror.format).await.map(drop),
+        },
     }
 }
 
 /// After a commit that turned out to be done already (a retry of a run
-/// that committed, a compaction with nothing left): its Delta commit may
-/// have been lost with the process that made it, so catch up if the head's
-/// is missing.
+/// that committed, a compaction with nothing left): its mirror commits may
+/// have been lost with the process that made them, so catch up if the
+/// head's are missing.
 pub(crate) async fn after_retry(table: &Arc<TableInner>, head: &Snapshot) {
-    let Some(d) = head
-        .properties()
-        .mirror
-        .and_then(|m| m.mirror_version(head.version()))
-    else {
-        return;
-    };
-    let result = match delta_log::log(table).exists(d).await {
-        Ok(true) => Ok(()),
-        Ok(false) => sync(table).await.map(drop),
-        Err(e) => Err(e),
-    };
-    if let Err(e) = result {
-        tracing::warn!(table = %table.name, error = %e, "the Delta mirror is behind until the next commit, `logbook mirror` or a vacuum");
+    for mirror in head.properties().mirrors() {
+        let Some(d) = mirror.mirror_version(head.version()) else {
+            continue;
+        };
+        let exists = match mirror.format {
+            MirrorFormat::Delta => delta_log::log(table).exists(d).await,
+            MirrorFormat::Iceberg => iceberg_log::log(table).exists(d).await,
+        };
+        let result = match exists {
+            Ok(true) => Ok(()),
+            Ok(false) => sync_one(table, mirror.format).await.map(drop),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            tracing::warn!(table = %table.name, format = %mirror.format, error = %e, "the mirror is behind until the next commit, `logbook mirror` or a vacuum");
+        }
     }
 }
 
-/// Bring the mirror up to the table's latest version.
-pub(crate) async fn sync(table: &Arc<TableInner>) -> Result<MirrorStatus> {
+/// Bring every mirror up to the table's latest version; where each stands
+/// (formats that are off and left no log are not listed).
+pub(crate) async fn sync(table: &Arc<TableInner>) -> Result<Vec<MirrorStatus>> {
+    let mut out = Vec::new();
+    for format in MirrorFormat::ALL {
+        let status = sync_one(table, format).await?;
+        if status.enabled || status.mirror_version.is_some() {
+            out.push(status);
+        }
+    }
+    Ok(out)
+}
+
+/// Bring the mirror in `format` up to the table's latest version.
+async fn sync_one(table: &Arc<TableInner>, format: MirrorFormat) -> Result<MirrorStatus> {
     loop {
         let head = table.snapshot(table.latest_version().await?).await?;
-        let status = status_at(table, &head).await?;
-        let Some(mirror) = head.properties().mirror else {
+        let status = status_at(table, &head, format).await?;
+        let Some(mirror) = head.properties().mirror_of(format) else {
             return Ok(status);
         };
         if status.behind == 0 {
             return Ok(status);
         }
-        // `status_at` checked that the latest Delta entry holds
+        // `status_at` checked that the latest mirror version holds
         // `mirrored_version`: the next one builds on it.
         let from = match status.mirrored_version {
-            Some(_) => status.delta_version.map_or(mirror.first, |d| d + 1),
+            Some(_) => status.mirror_version.map_or(mirror.first, |d| d + 1),
             None => mirror.first,
         };
         let to = mirror.mirror_version(head.version()).unwrap_or(from);
@@ -170,20 +268,38 @@ pub(crate) async fn sync(table: &Arc<TableInner>) -> Result<MirrorStatus> {
             {
                 // An undecided multi-table publish part: mirrored once
                 // decided (by its publisher, or the next commit or sync).
-                return status_at(table, &head).await;
+                return status_at(table, &head, format).await;
             }
-            if d == mirror.first {
-                write_version(table, d, first_base(table, d).await?, &next).await?;
-            } else {
-                let base = match prev.take() {
-                    Some(p) => p,
-                    None => table.snapshot(v - 1).await?,
-                };
-                write_version(table, d, Base::Logbook(&base), &next).await?;
-            }
+            let base = match (d == mirror.first, prev.take()) {
+                (true, _) => None,
+                (false, Some(p)) => Some(p),
+                (false, None) => Some(table.snapshot(v - 1).await?),
+            };
+            write_version(table, mirror, d, base.as_ref(), &next).await?;
             prev = Some(next);
         }
         // Another commit may have landed meanwhile: look again.
+    }
+}
+
+/// Write mirror version `d`, the snapshot `next`; `prev` is the logbook
+/// snapshot version `d - 1` holds (`None` for a mirror's first version).
+async fn write_version(
+    table: &TableInner,
+    mirror: Mirror,
+    d: u64,
+    prev: Option<&Snapshot>,
+    next: &Snapshot,
+) -> Result<()> {
+    match mirror.format {
+        MirrorFormat::Delta => {
+            let base = match prev {
+                Some(p) => Base::Logbook(p),
+                None => first_base(table, d).await?,
+            };
+            write_delta_version(table, d, base, next).await
+        }
+        MirrorFormat::Iceberg => iceberg_commit::write_version(table, mirror, d, next).await,
     }
 }
 
@@ -198,7 +314,12 @@ async fn first_base(table: &TableInner, d: u64) -> Result<Base<'static>> {
 
 /// Write Delta version `d`, the change from `base` to `next`; every
 /// [`CHECKPOINT_INTERVAL`] versions, a checkpoint too.
-async fn write_version(table: &TableInner, d: u64, base: Base<'_>, next: &Snapshot) -> Result<()> {
+async fn write_delta_version(
+    table: &TableInner,
+    d: u64,
+    base: Base<'_>,
+    next: &Snapshot,
+) -> Result<()> {
     let actions = delta_commit::actions(table, base, next).await?;
     delta_log::create(table, d, &actions, next.entry()).await?;
     if d > 0 && d.is_multiple_of(CHECKPOINT_INTERVAL) {
@@ -218,41 +339,57 @@ async fn write_version(table: &TableInner, d: u64, base: Base<'_>, next: &Snapsh
     Ok(())
 }
 
-/// How far the mirror of `table` is behind its latest version.
-pub(crate) async fn status(table: &Arc<TableInner>) -> Result<MirrorStatus> {
+/// Where each of `table`'s mirrors stands (formats that are off and left
+/// no log are not listed).
+pub(crate) async fn status(table: &Arc<TableInner>) -> Result<Vec<MirrorStatus>> {
     let head = table.snapshot(table.latest_version().await?).await?;
-    status_at(table, &head).await
+    let mut out = Vec::new();
+    for format in MirrorFormat::ALL {
+        let status = status_at(table, &head, format).await?;
+        if status.enabled || status.mirror_version.is_some() {
+            out.push(status);
+        }
+    }
+    Ok(out)
 }
 
-async fn status_at(table: &TableInner, head: &Snapshot) -> Result<MirrorStatus> {
-    let mirror = head.properties().mirror;
-    let delta_version = delta_log::latest(table).await?;
-    let mirrored_version = match (mirror, delta_version) {
+async fn status_at(
+    table: &TableInner,
+    head: &Snapshot,
+    format: MirrorFormat,
+) -> Result<MirrorStatus> {
+    let mirror = head.properties().mirror_of(format);
+    let mirror_version = latest(table, format).await?;
+    let mirrored_version = match (mirror, mirror_version) {
         (_, None) => None,
-        // Off: what the Delta log left behind holds, if it is ours.
-        (None, Some(d)) => delta_log::recorded(table, d).await?.map(|(v, _)| v),
+        // Off: what the log left behind holds, if it is ours.
+        (None, Some(d)) => recorded(table, format, d).await?.map(|(v, _)| v),
         (Some(m), Some(d)) if d + 1 < m.first => {
-            return Err(delta_log::diverged(
+            return Err(diverged(
                 table,
+                format,
                 d + 1,
-                format!("it is missing: the mirror continues at Delta version {}", m.first),
+                format!("it is missing: the mirror continues at {format} version {}", m.first),
             ))
         }
         (Some(m), Some(d)) => match m.logbook_version(d) {
             None => None,
             Some(v) if v > head.version() => {
-                return Err(delta_log::diverged(
+                return Err(diverged(
                     table,
+                    format,
                     d,
                     format!(
-                        "the Delta log goes past logbook's latest version {} (another engine appended to it)",
+                        "the {format} log goes past logbook's latest version {} (another engine appended to it)",
                         head.version()
                     ),
                 ))
             }
             Some(v) => {
-                // The entry must be ours: another engine may have appended.
-                delta_log::check_winner(table, d, &table.read_entry(v).await?).await?;
+                // The version must be ours: another engine may have appended.
+                let found = recorded(table, format, d).await?;
+                judge(found, &table.read_entry(v).await?, &format.to_string())
+                    .map_err(|reason| diverged(table, format, d, reason))?;
                 Some(v)
             }
         },
@@ -268,60 +405,122 @@ async fn status_at(table: &TableInner, head: &Snapshot) -> Result<MirrorStatus> 
     };
     Ok(MirrorStatus {
         table: table.name.clone(),
-        format: mirror.map(|m| m.format),
+        format,
         enabled: mirror.is_some(),
         logbook_version: head.version(),
         mirrored_version,
-        delta_version,
+        mirror_version,
         behind,
     })
 }
 
-/// The Delta version a mirror turned on now starts at: the one after
-/// whatever `_delta_log/` holds (0 for a new mirror). Its first commit
-/// takes Delta from that state to the table's.
-pub(crate) async fn next_free_version(table: &TableInner) -> Result<u64> {
-    Ok(delta_log::latest(table).await?.map_or(0, |d| d + 1))
+/// The version a mirror in `format` turned on now starts at: the one after
+/// whatever its log holds (0 for a new mirror). Its first commit takes the
+/// mirror from that state to the table's.
+pub(crate) async fn next_free_version(table: &TableInner, format: MirrorFormat) -> Result<u64> {
+    Ok(latest(table, format).await?.map_or(0, |d| d + 1))
 }
 
-/// The Delta log entries (relative paths) a vacuum deletes once logbook
-/// keeps no version before `oldest`: every entry and checkpoint before the
-/// newest checkpoint at or below `oldest`'s Delta version. Delta readers
-/// open from a checkpoint, so those entries only serve time travel to
-/// versions whose files are going; and Delta readers list `_delta_log/`
-/// when they open, so a long history costs every open until it is trimmed
-/// (Delta's own log retention does the same).
+/// The mirrors' objects (relative paths) a vacuum deletes once logbook
+/// keeps no version before `oldest`, given the logbook manifests it
+/// deletes (`deleted`).
+///
+/// - Delta: every entry and checkpoint before the newest checkpoint at or
+///   below `oldest`'s Delta version. Delta readers open from a checkpoint,
+///   so those entries only serve time travel to versions whose files are
+///   going; and Delta readers list `_delta_log/` when they open, so a long
+///   history costs every open until it is trimmed (Delta's own log
+///   retention does the same).
+/// - Iceberg: see [`iceberg_expired`].
 pub(crate) async fn expired_entries(
     table: &TableInner,
     head: &Snapshot,
     oldest: u64,
+    deleted: &[String],
 ) -> Result<Vec<String>> {
-    let Some(floor) = head
+    let mut out = Vec::new();
+    if let Some(floor) = head
         .properties()
         .mirror
         .and_then(|m| m.mirror_version(oldest))
-    else {
-        return Ok(vec![]);
-    };
-    let listed = delta_log::list(table).await?;
-    let Some(keep_from) = listed
-        .iter()
-        .filter(|(v, k, _)| *k == Kind::Checkpoint && *v <= floor)
-        .map(|(v, _, _)| *v)
-        .max()
-    else {
-        return Ok(vec![]);
-    };
-    Ok(listed
-        .into_iter()
-        .filter(|(v, _, _)| *v < keep_from)
-        .map(|(_, _, rel)| rel)
-        .collect())
+    {
+        let listed = delta_log::list(table).await?;
+        let keep_from = listed
+            .iter()
+            .filter(|(v, k, _)| *k == Kind::Checkpoint && *v <= floor)
+            .map(|(v, _, _)| *v)
+            .max();
+        if let Some(keep_from) = keep_from {
+            out.extend(
+                listed
+                    .into_iter()
+                    .filter(|(v, _, _)| *v < keep_from)
+                    .map(|(_, _, rel)| rel),
+            );
+        }
+    }
+    if let Some(m) = head.properties().iceberg_mirror {
+        out.extend(iceberg_expired(table, head, m, oldest, deleted).await?);
+    }
+    Ok(out)
 }
 
-/// The Delta version that mirrors logbook `version`, if the mirror holds
-/// it (`mirrored`: the latest logbook version it holds).
-pub fn delta_version_of(
+/// The Iceberg mirror's objects no live snapshot needs once logbook keeps
+/// no version before `oldest` (the mirror is caught up first, so its latest
+/// metadata holds only snapshots of retained versions):
+/// - metadata files of versions before `oldest`'s, never the latest;
+/// - manifest lists of snapshots before `oldest`;
+/// - the manifest of each logbook month manifest the vacuum deletes (no
+///   retained version names that month manifest, so no live snapshot names
+///   its mirror), and dimension manifests older than `oldest`'s dimension.
+async fn iceberg_expired(
+    table: &TableInner,
+    head: &Snapshot,
+    mirror: Mirror,
+    oldest: u64,
+    deleted: &[String],
+) -> Result<Vec<String>> {
+    let Some(floor) = mirror.mirror_version(oldest) else {
+        return Ok(vec![]);
+    };
+    let latest = iceberg_log::latest(table).await?;
+    let oldest_dimension = match head.dimension_version() {
+        Some(_) => head.travel(oldest).await?.dimension_version(),
+        None => None,
+    };
+    let deleted_months: Vec<String> = deleted
+        .iter()
+        .filter_map(|p| p.strip_prefix("_logbook/manifests/")?.strip_suffix(".json"))
+        .map(|stem| format!("lb-{}-", stem.replace('/', "-")))
+        .collect();
+    let mut out = Vec::new();
+    for rel in iceberg_log::list(table).await? {
+        let Some(file) = rel.strip_prefix("metadata/") else {
+            continue;
+        };
+        let expired = if let Some(d) = iceberg_log::parse_version(file) {
+            d < floor && Some(d) != latest
+        } else if let Some(rest) = file.strip_prefix("snap-") {
+            let id: Option<i64> = rest.split('-').next().and_then(|s| s.parse().ok());
+            id.is_some_and(|id| id < iceberg_table::snapshot_id(oldest))
+        } else if let Some(rest) = file.strip_prefix("lb-dim-") {
+            let v: Option<u64> = rest.split('-').next().and_then(|s| s.parse().ok());
+            v.zip(oldest_dimension).is_some_and(|(v, keep)| v < keep)
+        } else {
+            deleted_months
+                .iter()
+                .any(|prefix| file.starts_with(prefix.as_str()))
+        };
+        if expired {
+            out.push(rel);
+        }
+    }
+    Ok(out)
+}
+
+/// The mirror version in `mirror`'s format that holds logbook `version`,
+/// if the mirror holds it (`mirrored`: the latest logbook version it holds).
+pub fn mirror_version_of(
     mirror: Option<&Mirror>,
     mirrored: Option<u64>,
     version: u64,
@@ -330,4 +529,10 @@ pub fn delta_version_of(
     (version <= mirrored?)
         .then(|| m.mirror_version(version))
         .flatten()
+}
+
+/// The Iceberg snapshot id of logbook `version` (see the Iceberg mirror's
+/// `snapshot-id`s), for time travel by a reader of the mirror.
+pub fn iceberg_snapshot_id(version: u64) -> i64 {
+    iceberg_table::snapshot_id(version)
 }

@@ -158,7 +158,7 @@ impl WarehouseStage {
                 let table = &stage.table.inner;
                 crate::publish::settle(table, head.version(), Some(&self.name)).await?;
             }
-            Ok::<_, Error>(head.properties().mirror.is_some())
+            Ok::<_, Error>(!head.properties().mirrors().is_empty())
         }))
         .await?;
         let txn = TxnStart {
