@@ -21,6 +21,16 @@ delta_venv() {
   echo "$venv"
 }
 
+# The Iceberg readers' environment (scripts/iceberg-readers.sh): pyiceberg,
+# DuckDB with its iceberg and avro extensions as files (duckdb-ext-iceberg,
+# duckdb-ext-avro; nothing downloaded at run time), polars.
+ICEBERG_PINS="pyarrow==26.0.1 pytest==9.2.0 pyiceberg==0.12.0 duckdb==1.4.4 duckdb-ext-iceberg==1.4.4.20260205 duckdb-ext-avro==1.4.4.20260205 polars==2.1.0"
+iceberg_venv() {
+  local venv="${LOGBOOK_ICEBERG_VENV_DIR:-${CARGO_TARGET_DIR:-target}/venv-iceberg}"
+  ensure_venv "$venv" "$ICEBERG_PINS" >&2
+  echo "$venv"
+}
+
 # install_pylogbook SO VENV: pack the native module SO (a cargo build of
 # crates/logbook-python) with the Python package as pylogbook's abi3 wheel
 # (`wheel pack`; releases use `maturin build --release`) and install it

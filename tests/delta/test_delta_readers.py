@@ -6,12 +6,9 @@ exactly the rows of `logbook sql`: at the latest version, and at earlier ones
 through the `delta_version` that `logbook log --json` gives each commit.
 """
 
-import csv
 import importlib.metadata
 import json
-import random
-from collections import Counter
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import date, timedelta
 
 import duckdb
 import polars as pl
@@ -19,71 +16,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 from deltalake.exceptions import DeltaProtocolError
-
-ORDERS = "date:date,order_id:int64,customer:string,amount:float64,placed_at:timestamptz"
-DAYS = [date(2026, 3, 1) + timedelta(days=i) for i in range(6)]
-UTC = timezone.utc
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-# ------------------------------------------------------------------ data
-
-
-def order_rows(day, batch, n, amount="amount"):
-    """n rows of `day`, different for each batch (ids, amounts, customers), so
-    that a stale or missing file changes counts and sums; some nulls."""
-    rng = random.Random(f"{day}/{batch}")
-    start = datetime.combine(day, time(), UTC)
-    rows = []
-    for i in range(n):
-        placed = start + timedelta(seconds=rng.randrange(86_400), microseconds=rng.randrange(10**6))
-        rows.append({
-            "date": day.isoformat(),
-            "order_id": day.toordinal() * 10_000 + batch * 1_000 + i,
-            "customer": f"c-{rng.randrange(40):02}",
-            amount: None if i % 7 == 3 else round(rng.uniform(1, 500), 2),
-            "placed_at": None if i % 11 == 5 else placed.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        })
-    return rows
-
-
-def write_csv(path, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)  # None becomes an empty field: a null
-    return path
-
-
-def replace(lb, day, batch, n, *flags, amount="amount"):
-    """`logbook write orders --date DAY` from a fresh CSV."""
-    path = write_csv(lb.cwd / f"orders-{day}-{batch}.csv", order_rows(day, batch, n, amount))
-    lb("write", "orders", "--date", day, path, *flags)
-
-
-def create_orders(lb, *flags):
-    lb("create", "orders", "--schema", ORDERS, "--partition-by", "date", *flags)
-
-
-def build_history(lb, check=lambda step: None):
-    """A mirrored `orders`: replaces of 3 dates, a re-run of one date with other
-    rows, a staged publish of 3 dates (one replaced, two new), a date written
-    in small files and compacted; `check(step)` after each step."""
-    create_orders(lb, "--mirror", "delta")
-    check("create")
-    for day in DAYS[:3]:
-        replace(lb, day, 1, 20)
-    check("replaces")
-    replace(lb, DAYS[1], 2, 13)
-    check("re-run")
-    for day in (DAYS[0], DAYS[3], DAYS[4]):
-        replace(lb, day, 3, 9, "--stage", "restate")
-    lb("stage", "publish", "orders", "restate")
-    check("publish")
-    replace(lb, DAYS[5], 4, 17, "--max-rows-per-file", "4")
-    lb("compact", "orders")
-    assert lb.log("orders")[-1]["operation"] == "compact", "nothing was compacted"
-    check("compact")
-
+from readers_common import (DAYS, assert_caught_up, assert_read_matches, build_history, create_orders, replace,
+                            where, write_csv)
 
 # --------------------------------------------------------------- readers
 
@@ -91,10 +25,6 @@ def build_history(lb, check=lambda step: None):
 # DuckDB's Delta extension as the duckdb-ext-delta package ships it: LOADed, nothing downloaded.
 DUCKDB_DELTA = next(str(f.locate()) for f in importlib.metadata.files("duckdb-ext-delta") or []
                     if f.name == "delta.duckdb_extension")
-
-
-def where(day):
-    return f" WHERE date = DATE '{day}'" if day else ""
 
 
 def read_deltalake(path, version=None, day=None):
@@ -145,87 +75,12 @@ RENAME_READERS = ["deltalake-sql", "duckdb"] + [
 
 # ------------------------------------------------------------ comparison
 
-ARROW_TYPES = {
-    "int64": pa.types.is_int64,
-    "float64": pa.types.is_float64,
-    "string": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t),
-    "date": pa.types.is_date32,
-    "timestamptz": lambda t: pa.types.is_timestamp(t) and t.unit == "us" and t.tz in ("UTC", "Etc/UTC"),
-}
 
-
-def from_json(value, ty):
-    """A value of `logbook sql --format json` in comparable form."""
-    if value is not None and ty == "timestamptz":
-        return (datetime.fromisoformat(value) - EPOCH) // timedelta(microseconds=1)
-    return value
-
-
-def from_arrow(value, ty):
-    """A reader's value in the same form; a wrong kind of value never compares equal."""
-    if value is None:
-        return None
-    if ty == "date":
-        return value.isoformat() if type(value) is date else f"{value!r} is not a date"
-    if ty == "timestamptz":  # UTC-adjusted: an aware datetime
-        if not isinstance(value, datetime) or value.tzinfo is None:
-            return f"{value!r} is not a {ty}"
-        return (value - EPOCH) // timedelta(microseconds=1)
-    return value
-
-
-def normalised(rows, schema, convert):
-    return sorted((tuple(convert(r.get(n), ty) for n, ty in schema) for r in rows), key=repr)
-
-
-def checksums(schema, rows):
-    """Per value of the first date column: rows and the sum of each numeric column."""
-    key = next(i for i, (_, ty) in enumerate(schema) if ty == "date")
-    nums = [i for i, (_, ty) in enumerate(schema) if ty in ("int64", "float64")]
-    sums = {}
-    for r in rows:
-        s = sums.setdefault(r[key], [0] * (1 + len(nums)))
-        s[0] += 1
-        for j, i in enumerate(nums, 1):
-            s[j] += r[i] if isinstance(r[i], (int, float)) else 0
-    return {k: tuple(round(x, 6) for x in v) for k, v in sorted(sums.items(), key=repr)}
-
-
-def assert_reader_matches(lb, table, reader, at=None, version=None, day=None, note=""):
-    """`reader` on the mirror returns the rows of `logbook sql`: both at the log
-    entry `at` (its version and delta_version), else the Delta table's latest
-    against logbook's `version` (default: latest); optionally of one date."""
-    delta_version = at["delta_version"] if at else None
-    assert not at or delta_version is not None, f"logbook version {at['version']} has no delta_version"
-    version = at["version"] if at else version
-    schema = lb.schema(table, version)
-    want = lb.sql(f"SELECT * FROM {table}{where(day)}", None if version is None else {table: version})
-    got = READERS[reader](lb.table_path(table), version=delta_version, day=day)
-    what = f"{note}: " * bool(note) + f"{reader} reading {table}"
-    what += f" at Delta version {delta_version}" * (delta_version is not None)
-    what += f" (logbook version {version})" * (version is not None) + f" where date = {day}" * bool(day)
-    names = [n for n, _ in schema]
-    assert got.column_names == names, f"{what}: columns {got.column_names}, logbook's {names}"
-    types = {n: got.schema.field(n).type for n in names}
-    wrong = [f"{n}: {types[n]} for {ty}" for n, ty in schema if not ARROW_TYPES[ty](types[n])]
-    assert not wrong, f"{what}: column types {wrong}"
-    want_rows = normalised(want, schema, from_json)
-    got_rows = normalised(got.to_pylist(), schema, from_arrow)
-    if got_rows != want_rows:
-        only_logbook = list((Counter(want_rows) - Counter(got_rows)).elements())[:5]
-        only_reader = list((Counter(got_rows) - Counter(want_rows)).elements())[:5]
-        raise AssertionError(
-            f"{what}: {len(got_rows)} rows, logbook {len(want_rows)} ({names})\n"
-            f"  checksums (rows, numeric sums) logbook: {checksums(schema, want_rows)}\n"
-            f"  checksums (rows, numeric sums) {reader}: {checksums(schema, got_rows)}\n"
-            f"  rows only logbook has: {only_logbook}\n  rows only {reader} has: {only_reader}"
-        )
-
-
-def assert_caught_up(lb, table):
-    status = lb.mirror_status(table)
-    assert status["enabled"] is True and status["behind"] == 0, status
-    assert status["mirrored_version"] == status["logbook_version"], status
+def assert_reader_matches(lb, table, reader, **at):
+    """`reader` on the Delta table returns the rows of `logbook sql` (see assert_read_matches)."""
+    def read(delta_version, day):
+        return READERS[reader](lb.table_path(table), version=delta_version, day=day)
+    assert_read_matches(lb, table, reader, read, **at)
 
 
 # ----------------------------------------------------------------- tests
@@ -328,7 +183,7 @@ def test_the_next_commit_mirrors_a_commit_whose_mirror_write_was_lost(lb):
     # The process died after the logbook commit, before the Delta commit.
     lb.commit_file("orders", lost["delta_version"]).unlink()
     status = lb.mirror_status("orders")
-    fields = ("enabled", "behind", "logbook_version", "mirrored_version", "delta_version")
+    fields = ("enabled", "behind", "logbook_version", "mirrored_version", "mirror_version")
     want = (True, 1, lost["version"], lost["version"] - 1, lost["delta_version"] - 1)
     assert tuple(status[f] for f in fields) == want, status
     # Meanwhile readers see the commit before: never a state logbook never had.
@@ -390,8 +245,7 @@ def test_status_without_a_mirror_then_turning_it_on_and_off(lb):
     create_orders(lb)
     replace(lb, DAYS[0], 1, 8)
     replace(lb, DAYS[1], 1, 5)
-    status = lb.mirror_status("orders")
-    assert (status["table"], status["enabled"]) == ("orders", False), status
+    assert lb.mirror_statuses("orders") == []  # no mirror on, none left behind
     assert not lb.delta_log("orders").exists()
     assert lb.mirrored("orders") == []
     lb("alter", "orders", "--mirror", "delta")  # mirrors the current snapshot
@@ -403,7 +257,8 @@ def test_status_without_a_mirror_then_turning_it_on_and_off(lb):
     assert_caught_up(lb, "orders")
     assert_reader_matches(lb, "orders", "deltalake", note="after a commit with the mirror on")
     lb("alter", "orders", "--mirror", "none")
-    assert lb.mirror_status("orders")["enabled"] is False
+    status = lb.mirror_status("orders")  # the log left behind
+    assert (status["table"], status["enabled"]) == ("orders", False), status
     before = lb.commit_files("orders")
     replace(lb, DAYS[3], 1, 4)
     assert lb.commit_files("orders") == before, "a commit after `--mirror none` wrote a Delta commit"

@@ -43,9 +43,9 @@ async fn world() -> World {
     let loc = StorageLocation::from_store(Arc::new(faults.clone()), "wh", "memory://wh");
     let wh = Warehouse::new(loc, options().with_clock(Arc::new(SystemClock)));
     let tiny = wh.with_options(wh.options().clone().with_max_rows_per_file(2));
-    // Both tables keep a Delta mirror: its writes are faulted too, and it
-    // must end up matching the log whatever failed.
-    let mirrored = delta_mirror();
+    // Both tables keep a Delta and an Iceberg mirror: their writes are
+    // faulted too, and each must end up matching the log whatever failed.
+    let mirrored = delta_mirror().with_mirrors(&[logbook::MirrorFormat::Iceberg]);
     let t = tiny
         .create_table_with_properties(
             "t",
@@ -206,6 +206,7 @@ async fn assert_clean(w: &World, what: &str) {
             .await
             .unwrap_or_else(|e| panic!("{what}: {name}: the mirror does not catch up: {e}"));
         crate::mirror::assert_mirrors(&t, 0).await;
+        crate::iceberg_mirror::assert_iceberg_mirrors(&t).await;
     }
 }
 

@@ -12,6 +12,7 @@ mod fault_store;
 mod flight;
 mod format;
 mod heavy_steps;
+mod iceberg_mirror;
 mod lifecycle;
 mod local_fs;
 mod maintenance;

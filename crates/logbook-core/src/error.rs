@@ -200,9 +200,10 @@ pub enum Error {
         reason: String,
     },
 
-    #[error("table {table}: the Delta mirror cannot follow the log at {path}: {reason}; `logbook alter {table} --mirror none`, then `--mirror delta`, starts it again from the table's current state")]
+    #[error("table {table}: the {format} mirror cannot follow the log at {path}: {reason}; turning it off (`logbook alter {table} --mirror` without {format}) and on again starts it from the table's current state")]
     MirrorDiverged {
         table: String,
+        format: crate::format::MirrorFormat,
         path: String,
         reason: String,
     },

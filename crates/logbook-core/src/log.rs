@@ -259,7 +259,8 @@ impl Log {
         Ok(lo)
     }
 
-    async fn read_hint(&self) -> Result<Option<u64>> {
+    /// The version the hint names, if it is there and readable.
+    pub async fn read_hint(&self) -> Result<Option<u64>> {
         let path = self.location.path(self.hint);
         match self.location.get_bytes(&path).await {
             Ok(bytes) => {

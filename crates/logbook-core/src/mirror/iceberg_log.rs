@@ -41,6 +41,7 @@ pub(crate) fn relative<'a>(table: &TableInner, uri: &'a str) -> Option<&'a str> 
 pub(crate) fn diverged(table: &TableInner, d: u64, reason: String) -> Error {
     Error::MirrorDiverged {
         table: table.name.clone(),
+        format: crate::format::MirrorFormat::Iceberg,
         path: log(table).entry_name(d),
         reason,
     }
@@ -114,4 +115,15 @@ pub(crate) fn recorded_in(md: &TableMetadata) -> Option<(u64, Option<Uuid>)> {
     md.current()
         .and_then(|s| s.logbook())
         .map(|(v, id)| (v, Some(id)))
+}
+
+/// Point `version-hint.text` at version `d`, the latest, unless it does:
+/// readers open what it names, and a commit that died between its metadata
+/// file and the hint left it one behind.
+pub(crate) async fn repair_hint(table: &TableInner, d: u64) -> Result<()> {
+    let log = log(table);
+    if log.read_hint().await? != Some(d) {
+        log.write_hint(d).await?;
+    }
+    Ok(())
 }

@@ -243,6 +243,9 @@ async fn sync_one(table: &Arc<TableInner>, format: MirrorFormat) -> Result<Mirro
             return Ok(status);
         };
         if status.behind == 0 {
+            if let (MirrorFormat::Iceberg, Some(d)) = (format, status.mirror_version) {
+                iceberg_log::repair_hint(table, d).await?;
+            }
             return Ok(status);
         }
         // `status_at` checked that the latest mirror version holds
