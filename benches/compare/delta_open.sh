@@ -15,25 +15,10 @@ venv=$(delta_venv)
 cargo build --workspace --locked
 bin="$(cd "$target/debug" && pwd)/logbook"
 work="$target/delta-open"
-for commits in 10 3000; do
-  wh="$work/h$commits"
-  [ -f "$wh/done" ] && continue
-  rm -rf "$wh"; mkdir -p "$wh"
-  "$bin" --warehouse "$wh" create t --schema date:date,n:int64 --partition-by date --mirror delta > /dev/null
-  for i in $(seq "$commits"); do
-    day=$(date -d "2026-01-01 + $((i % 10)) days" +%F)
-    printf 'date,n\n%s,%s\n' "$day" "$i" > "$wh/rows.csv"
-    "$bin" --warehouse "$wh" write t --date "$day" "$wh/rows.csv" --run-id "r$i" > /dev/null
-  done
-  touch "$wh/done"
-done
-# The same 3,000 commits after `expire --keep-last 10` and `vacuum`: the
-# Delta log before the checkpoint the oldest kept version needs is trimmed.
-if [ ! -f "$work/h3000v/done" ]; then
-  rm -rf "$work/h3000v"; cp -r "$work/h3000" "$work/h3000v"
-  "$bin" --warehouse "$work/h3000v" expire t --keep-last 10 > /dev/null
-  "$bin" --warehouse "$work/h3000v" vacuum t --retention 0s --force > /dev/null
-fi
+# The Delta log before the checkpoint the oldest kept version needs is
+# trimmed by the vacuum of h3000v.
+. benches/compare/mirror_history.sh
+mirror_history "$work" delta "$bin"
 "$venv/bin/python" - "$work" "$rounds" <<'PY'
 import statistics, sys, time
 from deltalake import DeltaTable

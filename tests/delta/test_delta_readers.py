@@ -76,11 +76,12 @@ RENAME_READERS = ["deltalake-sql", "duckdb"] + [
 # ------------------------------------------------------------ comparison
 
 
-def assert_reader_matches(lb, table, reader, **at):
-    """`reader` on the Delta table returns the rows of `logbook sql` (see assert_read_matches)."""
+def assert_reader_matches(lb, table, reader, **kwargs):
+    """`reader` on the Delta table returns the rows of `logbook sql`: at=, version=, day=, note= as
+    in assert_read_matches."""
     def read(delta_version, day):
         return READERS[reader](lb.table_path(table), version=delta_version, day=day)
-    assert_read_matches(lb, table, reader, read, **at)
+    assert_read_matches(lb, table, reader, read, **kwargs)
 
 
 # ----------------------------------------------------------------- tests

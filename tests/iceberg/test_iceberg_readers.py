@@ -77,11 +77,12 @@ READERS = {"pyiceberg": read_pyiceberg, "duckdb": read_duckdb, "polars": read_po
 # ------------------------------------------------------------ comparison
 
 
-def assert_reader_matches(lb, table, reader, **at):
-    """`reader` on the Iceberg table returns the rows of `logbook sql` (see assert_read_matches)."""
+def assert_reader_matches(lb, table, reader, **kwargs):
+    """`reader` on the Iceberg table returns the rows of `logbook sql`: at=, version=, day=, note= as
+    in assert_read_matches."""
     def read(snapshot_id, day):
         return READERS[reader](lb, table, snapshot_id=snapshot_id, day=day)
-    assert_read_matches(lb, table, reader, read, **at)
+    assert_read_matches(lb, table, reader, read, **kwargs)
 
 
 def files_per_date(lb, table):

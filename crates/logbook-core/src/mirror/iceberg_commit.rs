@@ -105,6 +105,9 @@ pub(crate) async fn write_version(
             properties,
             snapshot,
             retained_from: next.root().retained_from,
+            metadata_floor: mirror
+                .mirror_version(next.root().retained_from)
+                .unwrap_or(mirror.first),
             previous_file: d
                 .checked_sub(1)
                 .filter(|_| d > mirror.first)

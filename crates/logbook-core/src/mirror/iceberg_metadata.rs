@@ -91,6 +91,9 @@ pub(crate) struct NextVersion<'a> {
     pub retained_from: u64,
     /// The previous metadata file's absolute path, for the metadata log.
     pub previous_file: Option<String>,
+    /// The metadata log keeps no file older than this mirror version (the
+    /// mirror of `retained_from`): vacuum deletes those.
+    pub metadata_floor: u64,
 }
 
 /// Metadata version `N`: `prev` (version `N - 1`, `None` when the mirror
@@ -137,9 +140,14 @@ pub(crate) fn next_version(prev: Option<TableMetadata>, next: NextVersion<'_>) -
             "timestamp-ms": updated,
             "metadata-file": file,
         }));
-        let excess = metadata_log.len().saturating_sub(METADATA_LOG);
-        metadata_log.drain(..excess);
     }
+    metadata_log.retain(|e| {
+        let file = e["metadata-file"].as_str().unwrap_or_default();
+        let name = file.rsplit('/').next().unwrap_or_default();
+        super::iceberg_log::parse_version(name).is_none_or(|d| d >= next.metadata_floor)
+    });
+    let excess = metadata_log.len().saturating_sub(METADATA_LOG);
+    metadata_log.drain(..excess);
     let mut refs = BTreeMap::new();
     refs.insert(
         "main".to_string(),
@@ -219,6 +227,7 @@ mod tests {
             previous_file: version
                 .checked_sub(1)
                 .map(|v| format!("file:///t/metadata/v{}.metadata.json", v + 1)),
+            metadata_floor: retained_from,
         }
     }
 
@@ -242,6 +251,18 @@ mod tests {
         assert_eq!(versions, (15..=20).collect::<Vec<_>>());
         assert_eq!(md.snapshot_log.len(), 6);
         assert_eq!(md.schemas.len(), 1);
+        // The metadata log names no file vacuum deletes (files of versions
+        // before the retained ones): v16 (version 15) is the oldest left.
+        let files: Vec<&str> = md
+            .metadata_log
+            .iter()
+            .map(|e| e["metadata-file"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            files.first(),
+            Some(&"file:///t/metadata/v16.metadata.json"),
+            "{files:?}"
+        );
         assert_eq!((md.current_snapshot_id, md.last_sequence_number), (21, 21));
         let json = serde_json::to_value(&md).unwrap();
         for key in [

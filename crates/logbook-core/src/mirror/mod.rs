@@ -468,10 +468,19 @@ pub(crate) async fn expired_entries(
     Ok(out)
 }
 
+/// How many of the newest Iceberg metadata files a vacuum keeps whatever
+/// logbook retains: each file holds every retained snapshot, so keeping all
+/// of them would grow storage with the square of the history (Iceberg's own
+/// `write.metadata.previous-versions-max` defaults to 100 too).
+pub(crate) const KEEP_METADATA_FILES: u64 = 100;
+
 /// The Iceberg mirror's objects no live snapshot needs once logbook keeps
 /// no version before `oldest` (the mirror is caught up first, so its latest
 /// metadata holds only snapshots of retained versions):
-/// - metadata files of versions before `oldest`'s, never the latest;
+/// - metadata files of versions before `oldest`'s, and all but the newest
+///   [`KEEP_METADATA_FILES`], never the latest (time travel goes through
+///   the snapshots the newest file holds; an old file is only what a
+///   catalog registered long ago may still point at);
 /// - manifest lists of snapshots before `oldest`;
 /// - the manifest of each logbook month manifest the vacuum deletes (no
 ///   retained version names that month manifest, so no live snapshot names
@@ -502,7 +511,8 @@ async fn iceberg_expired(
             continue;
         };
         let expired = if let Some(d) = iceberg_log::parse_version(file) {
-            d < floor && Some(d) != latest
+            let newest = latest.unwrap_or(d);
+            d < floor.max(newest.saturating_sub(KEEP_METADATA_FILES - 1)) && d != newest
         } else if let Some(rest) = file.strip_prefix("snap-") {
             let id: Option<i64> = rest.split('-').next().and_then(|s| s.parse().ok());
             id.is_some_and(|id| id < iceberg_table::snapshot_id(oldest))

@@ -1,0 +1,27 @@
+# Sourced by delta_open.sh and iceberg_open.sh: the tables whose open cost
+# they compare. mirror_history WORK MIRROR BIN builds, once, under WORK:
+#   h10/t     10 commits;
+#   h3000/t   3,000 commits (the same 10 dates rewritten: only history differs);
+#   h3000v/t  h3000 after `expire --keep-last 10` and `vacuum`.
+# Each table keeps the mirror MIRROR (delta or iceberg). One CLI process per commit.
+mirror_history() {
+  local work="$1" mirror="$2" bin="$3" commits wh i day
+  for commits in 10 3000; do
+    wh="$work/h$commits"
+    [ -f "$wh/done" ] && continue
+    rm -rf "$wh"; mkdir -p "$wh"
+    "$bin" --warehouse "$wh" create t --schema date:date,n:int64 --partition-by date --mirror "$mirror" > /dev/null
+    for i in $(seq "$commits"); do
+      day=$(date -d "2026-01-01 + $((i % 10)) days" +%F)
+      printf 'date,n\n%s,%s\n' "$day" "$i" > "$wh/rows.csv"
+      "$bin" --warehouse "$wh" write t --date "$day" "$wh/rows.csv" --run-id "r$i" > /dev/null
+    done
+    touch "$wh/done"
+  done
+  if [ ! -f "$work/h3000v/done" ]; then
+    rm -rf "$work/h3000v"; cp -r "$work/h3000" "$work/h3000v"
+    "$bin" --warehouse "$work/h3000v" expire t --keep-last 10 > /dev/null
+    "$bin" --warehouse "$work/h3000v" vacuum t --retention 0s --force > /dev/null
+    touch "$work/h3000v/done"
+  fi
+}
