@@ -5,15 +5,23 @@
 //! metadata and manifest list, and four puts (the month's manifest, the
 //! manifest list, the metadata, the hint).
 //!
+//! Every 20 timed commits an untimed `expire --keep-last 10` holds the
+//! retained history between 10 and 30 versions, whatever the number of
+//! iterations: an Iceberg metadata file holds every retained snapshot, so
+//! without it the figure would grow with criterion's iteration count (a
+//! table's real history is bounded by its expiry, as an Iceberg table's by
+//! `expire_snapshots`).
+//!
 //! `cargo bench --bench mirror`.
 
 #[path = "support/mod.rs"]
 mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use logbook::maintenance::{expire, Keep};
 use logbook::{MirrorFormat, StorageLocation, TableOptions};
 use support::*;
 
@@ -48,9 +56,18 @@ fn mirror_overhead(c: &mut Criterion) {
             group.bench_function(
                 BenchmarkId::new(format!("replace_mirror_{which}"), &label),
                 |b| {
-                    b.to_async(&rt).iter(|| async {
-                        let n = run.fetch_add(1, Ordering::Relaxed);
-                        replace(&table, day(0), &data, format!("b{n}")).await
+                    b.to_async(&rt).iter_custom(|iters| async {
+                        let mut timed = Duration::ZERO;
+                        for _ in 0..iters {
+                            let n = run.fetch_add(1, Ordering::Relaxed);
+                            if n % 20 == 0 {
+                                expire(&table, Keep::Last(10)).await.unwrap();
+                            }
+                            let start = Instant::now();
+                            replace(&table, day(0), &data, format!("b{n}")).await;
+                            timed += start.elapsed();
+                        }
+                        timed
                     })
                 },
             );

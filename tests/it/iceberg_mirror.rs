@@ -534,3 +534,27 @@ async fn vacuum_keeps_the_newest_100_metadata_files_whatever_logbook_retains() {
     assert_eq!(last.metadata["snapshots"].as_array().unwrap().len(), 112);
     assert_iceberg_mirrors(&t).await;
 }
+
+#[tokio::test]
+async fn an_iceberg_mirror_in_the_delta_field_is_refused_and_nothing_is_written() {
+    let loc = StorageLocation::parse("memory://")
+        .unwrap()
+        .child("i_bad")
+        .unwrap();
+    let schema = TableSchema::parse_spec("i_bad", SPEC, "date").unwrap();
+    let props = TableProperties {
+        mirror: Some(logbook::Mirror::from_creation(MirrorFormat::Iceberg)),
+        ..Default::default()
+    };
+    let err = Table::create_with_properties(loc.clone(), "i_bad", schema, props, options())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), logbook::ErrorKind::InvalidInput);
+    let msg = err.to_string();
+    assert!(msg.contains("i_bad") && msg.contains("iceberg"), "{msg}");
+    let listed = loc.store().list_with_delimiter(None).await.unwrap();
+    assert!(
+        listed.objects.is_empty() && listed.common_prefixes.is_empty(),
+        "{listed:?}"
+    );
+}

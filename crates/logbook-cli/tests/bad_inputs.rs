@@ -464,6 +464,16 @@ bad!(
     ["orders", "--mirror is its own commit"]
 );
 bad!(
+    an_unknown_mirror_format_in_a_list,
+    |w| v(&["alter", "orders", "--mirror", "iceberg,hudi"]),
+    [
+        "orders",
+        "--mirror",
+        "unknown mirror format \"hudi\"",
+        "delta,iceberg"
+    ]
+);
+bad!(
     a_format_this_build_cannot_write,
     |w| v(&["alter", "orders", "--format", "3"]),
     ["orders", "format 2 to 3"]

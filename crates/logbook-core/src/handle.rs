@@ -42,6 +42,10 @@ pub(crate) struct TableInner {
     /// The publish log of the warehouse the table lies in (its parent
     /// location), where parts of multi-table publishes are decided.
     pub publishes: Option<Arc<Publishes>>,
+    /// What the Iceberg mirror last wrote through this handle (its own
+    /// type: this module knows nothing of mirrors), so that its next
+    /// version need not read it back.
+    pub mirror_memo: Mutex<Option<Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
 impl TableInner {
@@ -56,6 +60,7 @@ impl TableInner {
             spans: Cache::default(),
             newest: Mutex::new(None),
             publishes: location.parent().map(|wh| Arc::new(Publishes::new(wh))),
+            mirror_memo: Mutex::new(None),
         }
     }
 

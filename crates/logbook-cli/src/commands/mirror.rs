@@ -1,4 +1,4 @@
-use logbook_core::Warehouse;
+use logbook_core::{MirrorFormat, Warehouse};
 
 use super::CliError;
 
@@ -41,15 +41,15 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         let format = status.format;
         if !status.enabled {
             let left = match (status.mirror_version, status.mirrored_version) {
-                (Some(d), Some(v)) => format!("a {format} log is left at {format} version {d} (logbook version {v}): it no longer follows the table, and vacuum deletes files it names; delete it or turn the mirror on again"),
-                (Some(d), _) => format!("a {format} log not written by logbook is at {format} version {d}"),
+                (Some(d), Some(v)) => format!("a {format} log is left at {} (logbook version {v}): it no longer follows the table, and vacuum deletes files it names; delete it or turn the mirror on again", where_held(format, d)),
+                (Some(d), _) => format!("a {format} log not written by logbook is at {}", where_held(format, d)),
                 _ => continue,
             };
             println!("table {}: {format} mirror off; {left}", status.table);
             continue;
         }
         let at = match (status.mirrored_version, status.mirror_version) {
-            (Some(v), Some(d)) => format!("holds logbook version {v} as {format} version {d}"),
+            (Some(v), Some(d)) => format!("holds logbook version {v} as {}", where_held(format, d)),
             _ => "holds nothing yet".to_string(),
         };
         println!(
@@ -58,4 +58,13 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         );
     }
     Ok(())
+}
+
+/// Where mirror version `d` lives, as a reader would name it.
+pub(crate) fn where_held(format: MirrorFormat, d: u64) -> String {
+    match format {
+        MirrorFormat::Delta => format!("Delta version {d}"),
+        // Iceberg counts metadata files from 1.
+        MirrorFormat::Iceberg => format!("Iceberg metadata/v{}.metadata.json", d + 1),
+    }
 }

@@ -8,12 +8,17 @@
 //! did not change. A commit that replaces one date writes one manifest, one
 //! manifest list and one metadata file, whatever the table's size.
 //!
-//! Order, so that no metadata file names a missing object: manifests, then
-//! the manifest list, then `vN.metadata.json` with put-if-absent (the
-//! mirror's commit point), then the hint. Manifests and manifest lists are
-//! created with put-if-absent under names fixed by what they mirror: one
-//! left by a crashed attempt or a concurrent catch-up is the same content
-//! (and the same length: only Avro's random sync marker differs).
+//! Order, so that no metadata file names a missing object: the new
+//! manifests and the manifest list (at once: only the metadata file names
+//! the list), then `vN.metadata.json` with put-if-absent (the mirror's
+//! commit point), then the hint. Manifests and manifest lists are created
+//! with put-if-absent under names fixed by what they mirror: one left by a
+//! crashed attempt or a concurrent catch-up is the same content (and the
+//! same length: only Avro's random sync marker differs).
+//!
+//! The previous version is read back (its metadata, then its manifest
+//! list) unless this handle wrote it: the memo of the last version written
+//! saves both reads on a process's next commit.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -45,18 +50,12 @@ pub(crate) async fn write_version(
     d: u64,
     next: &Snapshot,
 ) -> Result<()> {
-    let prev = match d == mirror.first {
-        true => None,
-        false => match ilog::read(table, d - 1).await? {
-            Some(md) => Some(md),
-            None => return Err(diverged(table, d - 1, "it is missing".into())),
-        },
+    let (prev, reuse) = match d == mirror.first {
+        true => (None, HashMap::new()),
+        false => previous(table, d - 1).await?,
     };
-    let reuse = match &prev {
-        Some(md) => previous_manifests(table, d - 1, md).await?,
-        None => HashMap::new(),
-    };
-    let manifests = manifests(table, mirror, next, &reuse).await?;
+    let built = manifests(table, mirror, next, &reuse).await?;
+    let manifests: Vec<ManifestFile> = built.iter().map(|(m, _)| m.clone()).collect();
     let entry = next.entry();
     let id = snapshot_id(next.version());
     let parent = prev
@@ -67,10 +66,14 @@ pub(crate) async fn write_version(
     let list = iceberg_avro::manifest_list(id, parent, sequence_number(d), &manifests, partitioned)
         .map_err(|e| avro_error(table, "a manifest list", e))?;
     let list_rel = format!("{}/snap-{id}-{}.avro", ilog::DIR, entry.commit_id);
-    table
-        .location
-        .create_at(&list_rel, Bytes::from(list))
-        .await?;
+    let puts = built
+        .into_iter()
+        .filter_map(|(_, new)| new)
+        .chain([(list_rel.clone(), list)]);
+    futures::future::try_join_all(puts.map(|(rel, bytes)| async move {
+        table.location.create_at(&rel, Bytes::from(bytes)).await
+    }))
+    .await?;
 
     let table_uuid = match &prev {
         Some(p) => p.table_uuid,
@@ -117,7 +120,9 @@ pub(crate) async fn write_version(
     let bytes = serde_json::to_vec(&md).expect("metadata serialises");
     let ours = |found: &[u8]| Ok(judge(table, d, &ilog::decode(table, d, found)?, entry).is_ok());
     match ilog::log(table).create(d, Bytes::from(bytes), ours).await? {
-        Created::Ours => {}
+        // Ours, or an equal catch-up's: either way version `d` is `md`
+        // (everything in it derives from the log), with `manifests`.
+        Created::Ours => remember(table, d, md, manifests),
         Created::Theirs(found) => return judge(table, d, &ilog::decode(table, d, &found)?, entry),
         Created::Absent(e) => return Err(e),
     }
@@ -148,14 +153,47 @@ fn avro_error(table: &TableInner, what: &str, e: apache_avro::Error) -> Error {
     }
 }
 
-/// The manifests of version `d`'s current snapshot, by path, to reuse.
-async fn previous_manifests(
+/// The last version this handle wrote: its number, metadata and manifests.
+struct Written {
+    d: u64,
+    metadata: TableMetadata,
+    manifests: Vec<ManifestFile>,
+}
+
+fn remember(table: &TableInner, d: u64, metadata: TableMetadata, manifests: Vec<ManifestFile>) {
+    let written = Written {
+        d,
+        metadata,
+        manifests,
+    };
+    *table.mirror_memo.lock().unwrap() = Some(std::sync::Arc::new(written));
+}
+
+/// Whether this handle wrote version `d` as the mirror of `entry`.
+pub(crate) fn remembers(table: &TableInner, d: u64, entry: &crate::format::LogEntry) -> bool {
+    let memo = table.mirror_memo.lock().unwrap().clone();
+    memo.and_then(|m| m.downcast::<Written>().ok())
+        .is_some_and(|w| w.d == d && judge(table, d, &w.metadata, entry).is_ok())
+}
+
+/// Version `d` (which must exist) and its current snapshot's manifests by
+/// path, to reuse: from the memo when this handle wrote `d`, else read.
+async fn previous(
     table: &TableInner,
     d: u64,
-    md: &TableMetadata,
-) -> Result<HashMap<String, ManifestFile>> {
+) -> Result<(Option<TableMetadata>, HashMap<String, ManifestFile>)> {
+    let memo = table.mirror_memo.lock().unwrap().clone();
+    if let Some(w) = memo.and_then(|m| m.downcast::<Written>().ok()) {
+        if w.d == d {
+            let reuse = w.manifests.iter().map(|m| (m.path.clone(), m.clone()));
+            return Ok((Some(w.metadata.clone()), reuse.collect()));
+        }
+    }
+    let Some(md) = ilog::read(table, d).await? else {
+        return Err(diverged(table, d, "it is missing".into()));
+    };
     let Some(list) = md.current().map(|s| s.manifest_list.clone()) else {
-        return Ok(HashMap::new());
+        return Ok((Some(md), HashMap::new()));
     };
     let Some(rel) = ilog::relative(table, &list) else {
         return Err(diverged(
@@ -177,7 +215,10 @@ async fn previous_manifests(
             format!("its manifest list {rel} is not logbook's: {e}"),
         )
     })?;
-    Ok(files.into_iter().map(|m| (m.path.clone(), m)).collect())
+    Ok((
+        Some(md),
+        files.into_iter().map(|m| (m.path.clone(), m)).collect(),
+    ))
 }
 
 /// What one manifest mirrors.
@@ -186,13 +227,17 @@ enum Source {
     Dimension(u64, Vec<DataFile>),
 }
 
-/// The manifests of `next`: reused when `reuse` has them, else written.
+/// A manifest of the new version, with its path and bytes when it is new.
+type Built = (ManifestFile, Option<(String, Vec<u8>)>);
+
+/// The manifests of `next`: reused when `reuse` has them, else built (and
+/// returned with their bytes, to be created).
 async fn manifests(
     table: &TableInner,
     mirror: Mirror,
     next: &Snapshot,
     reuse: &HashMap<String, ManifestFile>,
-) -> Result<Vec<ManifestFile>> {
+) -> Result<Vec<Built>> {
     let schema_version = next.schema().version;
     let suffix = format!("{}-{}-s{schema_version}.avro", mirror.since, mirror.first);
     let mut wanted: Vec<(String, Source)> = Vec::new();
@@ -218,7 +263,7 @@ async fn manifests(
     let mut missing = Vec::new();
     for (rel, source) in wanted {
         match reuse.get(&ilog::uri(table, &rel)) {
-            Some(found) => out.push(found.clone()),
+            Some(found) => out.push((found.clone(), None)),
             None => missing.push((rel, source)),
         }
     }
@@ -228,23 +273,24 @@ async fn manifests(
         let built = futures::future::try_join_all(
             chunk
                 .iter()
-                .map(|(rel, source)| write_manifest(table, mirror, next, rel, source)),
+                .map(|(rel, source)| build_manifest(table, mirror, next, rel, source)),
         )
         .await?;
         out.extend(built);
     }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out.sort_by(|a, b| a.0.path.cmp(&b.0.path));
     Ok(out)
 }
 
-/// Build and create the manifest `rel` of `source`.
-async fn write_manifest(
+/// Build the manifest `rel` of `source`: its entry in the manifest list,
+/// and its bytes.
+async fn build_manifest(
     table: &TableInner,
     mirror: Mirror,
     next: &Snapshot,
     rel: &str,
     source: &Source,
-) -> Result<ManifestFile> {
+) -> Result<Built> {
     let schema = next.schema();
     // The sequence number and snapshot of the version that wrote a file;
     // files from before the mirror began count as its first version's.
@@ -283,10 +329,9 @@ async fn write_manifest(
     let bytes = iceberg_avro::manifest(&header, partition.as_deref(), &entries)
         .map_err(|e| avro_error(table, "a manifest", e))?;
     let length = bytes.len() as i64;
-    table.location.create_at(rel, Bytes::from(bytes)).await?;
     let newest = entries.iter().max_by_key(|e| e.sequence_number);
     let days = entries.iter().filter_map(|e| e.day);
-    Ok(ManifestFile {
+    let file = ManifestFile {
         path: ilog::uri(table, rel),
         length,
         sequence_number: newest.map_or(sequence_number(mirror.first), |e| e.sequence_number),
@@ -299,7 +344,8 @@ async fn write_manifest(
         files: entries.len() as i32,
         rows: entries.iter().map(|e| e.record_count).sum(),
         days: days.clone().min().zip(days.max()),
-    })
+    };
+    Ok((file, Some((rel.to_string(), bytes))))
 }
 
 /// The snapshot summary: Iceberg's operation and totals, and which logbook

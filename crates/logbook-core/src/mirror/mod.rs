@@ -186,7 +186,14 @@ async fn commit_one(
             }
             None => sync_one(table, mirror.format).await.map(drop),
         },
-        // The version reads `d - 1` itself, and says when it is missing.
+        // Written by this handle: it exists (one `HEAD` makes sure) and is
+        // `prev`'s, and the version reuses it without reading it back.
+        MirrorFormat::Iceberg
+            if iceberg_commit::remembers(table, d - 1, prev.entry())
+                && iceberg_log::log(table).exists(d - 1).await? =>
+        {
+            write_version(table, mirror, d, Some(prev), next).await
+        }
         MirrorFormat::Iceberg => match iceberg_log::read(table, d - 1).await? {
             Some(md) => {
                 iceberg_commit::judge(table, d - 1, &md, prev.entry())?;
