@@ -56,15 +56,16 @@ fn mirror_overhead(c: &mut Criterion) {
             group.bench_function(
                 BenchmarkId::new(format!("replace_mirror_{which}"), &label),
                 |b| {
-                    b.to_async(&rt).iter_custom(|iters| async {
+                    let (table, run, data) = (&table, &run, &data);
+                    b.to_async(&rt).iter_custom(|iters| async move {
                         let mut timed = Duration::ZERO;
                         for _ in 0..iters {
                             let n = run.fetch_add(1, Ordering::Relaxed);
                             if n % 20 == 0 {
-                                expire(&table, Keep::Last(10)).await.unwrap();
+                                expire(table, Keep::Last(10)).await.unwrap();
                             }
                             let start = Instant::now();
-                            replace(&table, day(0), &data, format!("b{n}")).await;
+                            replace(table, day(0), data, format!("b{n}")).await;
                             timed += start.elapsed();
                         }
                         timed

@@ -2,12 +2,15 @@
 # they compare. mirror_history WORK MIRROR BIN builds, once, under WORK:
 #   h10/t     10 commits;
 #   h3000/t   3,000 commits (the same 10 dates rewritten: only history differs);
-#   h3000v/t  h3000 after `expire --keep-last 10` and `vacuum`.
+#   h3000v/t  the same 3,000 commits, then `expire --keep-last 10` and `vacuum`
+#             (built on its own, not copied from h3000: Iceberg metadata names
+#             files by absolute path, so a copy would start a new history).
 # Each table keeps the mirror MIRROR (delta or iceberg). One CLI process per commit.
 mirror_history() {
   local work="$1" mirror="$2" bin="$3" commits wh i day
-  for commits in 10 3000; do
-    wh="$work/h$commits"
+  for name in h10 h3000 h3000v; do
+    commits=${name#h}; commits=${commits%v}
+    wh="$work/$name"
     [ -f "$wh/done" ] && continue
     rm -rf "$wh"; mkdir -p "$wh"
     "$bin" --warehouse "$wh" create t --schema date:date,n:int64 --partition-by date --mirror "$mirror" > /dev/null
@@ -18,10 +21,9 @@ mirror_history() {
     done
     touch "$wh/done"
   done
-  if [ ! -f "$work/h3000v/done" ]; then
-    rm -rf "$work/h3000v"; cp -r "$work/h3000" "$work/h3000v"
+  if [ ! -f "$work/h3000v/expired" ]; then
     "$bin" --warehouse "$work/h3000v" expire t --keep-last 10 > /dev/null
     "$bin" --warehouse "$work/h3000v" vacuum t --retention 0s --force > /dev/null
-    touch "$work/h3000v/done"
+    touch "$work/h3000v/expired"
   fi
 }

@@ -558,3 +558,29 @@ async fn an_iceberg_mirror_in_the_delta_field_is_refused_and_nothing_is_written(
         "{listed:?}"
     );
 }
+
+#[tokio::test]
+async fn a_copied_table_continues_its_iceberg_mirror_with_a_new_history() {
+    // Iceberg names files by absolute URI: a copy's metadata names the
+    // original's files. Its next commit starts a history of its own.
+    let t = mirrored_table("i_orig", iceberg_mirror()).await;
+    replace(&t, date("2026-03-15"), 0..5, "a", "r1").await;
+    let store = t.location().store().clone();
+    let copy_loc = StorageLocation::from_store(store.clone(), "i_copy", "memory:///i_copy");
+    for rel in objects(&t, "").await {
+        let bytes = object_bytes(&t, &rel).await;
+        store
+            .put(&copy_loc.path(&rel), PutPayload::from(bytes))
+            .await
+            .unwrap();
+    }
+    let copy = Table::open(copy_loc, "i_orig", options()).await.unwrap();
+    replace(&copy, date("2026-03-16"), 0..5, "a", "r2").await;
+    let status = iceberg_status(&copy).await;
+    assert_eq!((status.behind, status.mirror_version), (0, Some(2)));
+    let last = read_version(&copy, 2).await;
+    assert_eq!(last.logbook, Some(2));
+    assert_eq!(last.files, live_files(&copy, 2).await);
+    assert_eq!(last.metadata["location"], "memory:///i_copy");
+    assert_eq!(last.metadata["snapshots"].as_array().unwrap().len(), 1);
+}

@@ -75,6 +75,7 @@ pub(crate) async fn write_version(
     }))
     .await?;
 
+    let continues = prev.is_some();
     let table_uuid = match &prev {
         Some(p) => p.table_uuid,
         None => table.read_entry(0).await?.commit_id,
@@ -113,7 +114,7 @@ pub(crate) async fn write_version(
                 .unwrap_or(mirror.first),
             previous_file: d
                 .checked_sub(1)
-                .filter(|_| d > mirror.first)
+                .filter(|_| continues)
                 .map(|p| ilog::uri(table, &ilog::log(table).entry_name(p))),
         },
     );
@@ -192,6 +193,13 @@ async fn previous(
     let Some(md) = ilog::read(table, d).await? else {
         return Err(diverged(table, d, "it is missing".into()));
     };
+    if md.location != table.location.uri().trim_end_matches('/') {
+        // The table was copied or moved: Iceberg names files by absolute
+        // URI, so the history names the old place. A new history starts
+        // here, as when a mirror is turned on.
+        tracing::info!(table = %table.name, from = %md.location, "the Iceberg mirror starts a new history at the table's new location");
+        return Ok((None, HashMap::new()));
+    }
     let Some(list) = md.current().map(|s| s.manifest_list.clone()) else {
         return Ok((Some(md), HashMap::new()));
     };
