@@ -9,13 +9,12 @@
 use std::collections::BTreeSet;
 
 use apache_avro::types::Value as Avro;
-use logbook::maintenance::{compact, expire, vacuum, CompactOptions, Keep};
-use logbook::schema::SchemaChange;
+use logbook::maintenance::{expire, vacuum, Keep};
 use logbook::{MirrorFormat, RunInfo, StorageLocation, Table, TableProperties, TableSchema};
 use object_store::{ObjectStoreExt, PutPayload};
 use serde_json::Value;
 
-use crate::common::{batch, date, object_bytes, objects, options, replace, sweep, SPEC};
+use crate::common::{date, object_bytes, objects, options, replace, sweep, SPEC};
 
 fn iceberg_mirror() -> TableProperties {
     TableProperties::default().with_mirrors(&[MirrorFormat::Iceberg])
@@ -224,26 +223,7 @@ async fn every_iceberg_version_holds_exactly_the_files_of_its_logbook_version() 
     assert_eq!(new.len(), 1, "{new:?}");
     assert!(new[0].contains("2026-03"), "{new:?}");
 
-    let stage = t.stage("fix").await.unwrap();
-    for d in ["2026-03-16", "2026-04-01", "2026-04-02"] {
-        let mut w = stage
-            .replace_partition(date(d), RunInfo::new(format!("fix-{d}")))
-            .await
-            .unwrap();
-        w.write(&batch(date(d), 0..9, "fix")).await.unwrap();
-        w.commit().await.unwrap();
-    }
-    stage.publish(false).await.unwrap();
-    let report = compact(&t, &CompactOptions::default(), &|_| {})
-        .await
-        .unwrap();
-    assert!(report.partitions_compacted > 0);
-    t.alter_schema(SchemaChange::RenameColumn {
-        from: "name".into(),
-        to: "label".into(),
-    })
-    .await
-    .unwrap();
+    crate::mirror::publish_compact_and_rename(&t).await;
     assert_iceberg_mirrors(&t).await;
     crate::mirror::assert_mirrors(&t, 0).await;
 

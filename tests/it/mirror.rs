@@ -116,8 +116,34 @@ pub async fn assert_mirrors(t: &Table, since: u64) {
     }
     let tail: Vec<u64> = mirrored.iter().copied().filter(|v| *v >= since).collect();
     assert_eq!(tail, (since..=latest).collect::<Vec<_>>());
-    let status = delta_status(&t).await;
+    let status = delta_status(t).await;
     assert_eq!((status.behind, status.mirrored_version), (0, Some(latest)));
+}
+
+/// A staged publish of three dates (one replaced, two new), a compaction,
+/// and a rename of `name` to `label`: the commits besides replaces that a
+/// mirror must follow.
+pub(crate) async fn publish_compact_and_rename(t: &Table) {
+    let stage = t.stage("fix").await.unwrap();
+    for d in ["2026-03-16", "2026-04-01", "2026-04-02"] {
+        let mut w = stage
+            .replace_partition(date(d), RunInfo::new(format!("fix-{d}")))
+            .await
+            .unwrap();
+        w.write(&batch(date(d), 0..9, "fix")).await.unwrap();
+        w.commit().await.unwrap();
+    }
+    stage.publish(false).await.unwrap();
+    let report = compact(t, &CompactOptions::default(), &|_| {})
+        .await
+        .unwrap();
+    assert!(report.partitions_compacted > 0);
+    t.alter_schema(SchemaChange::RenameColumn {
+        from: "name".into(),
+        to: "label".into(),
+    })
+    .await
+    .unwrap();
 }
 
 /// Where the Delta mirror stands.
@@ -148,26 +174,7 @@ async fn every_delta_version_holds_exactly_the_files_of_its_logbook_version() {
         replace(&t, date(d), 0..10, "a", &format!("run-{i}")).await;
     }
     replace(&t, date("2026-03-15"), 0..3, "b", "rerun").await;
-    let stage = t.stage("fix").await.unwrap();
-    for d in ["2026-03-16", "2026-04-01", "2026-04-02"] {
-        let mut w = stage
-            .replace_partition(date(d), RunInfo::new(format!("fix-{d}")))
-            .await
-            .unwrap();
-        w.write(&batch(date(d), 0..9, "fix")).await.unwrap();
-        w.commit().await.unwrap();
-    }
-    stage.publish(false).await.unwrap();
-    let report = compact(&t, &CompactOptions::default(), &|_| {})
-        .await
-        .unwrap();
-    assert!(report.partitions_compacted > 0);
-    t.alter_schema(SchemaChange::RenameColumn {
-        from: "name".into(),
-        to: "label".into(),
-    })
-    .await
-    .unwrap();
+    publish_compact_and_rename(&t).await;
     let renamed = t.latest().await.unwrap().arrow_schema();
     let rows = batch(date("2026-03-15"), 0..2, "c");
     let rows = arrow_array::RecordBatch::try_new(renamed, rows.columns().to_vec()).unwrap();

@@ -203,7 +203,8 @@ pub enum Error {
     #[error("table {table}: the {format} mirror cannot follow the log at {path}: {reason}; turning it off (`logbook alter {table} --mirror` without {format}) and on again starts it from the table's current state")]
     MirrorDiverged {
         table: String,
-        format: crate::format::MirrorFormat,
+        /// `delta` or `iceberg`.
+        format: String,
         path: String,
         reason: String,
     },

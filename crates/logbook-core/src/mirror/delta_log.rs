@@ -163,7 +163,7 @@ fn judge(
 pub(crate) fn diverged(table: &TableInner, d: u64, reason: String) -> Error {
     Error::MirrorDiverged {
         table: table.name.clone(),
-        format: crate::format::MirrorFormat::Delta,
+        format: crate::format::MirrorFormat::Delta.to_string(),
         path: entry_path(d),
         reason,
     }

@@ -14,6 +14,7 @@
 
 use uuid::Uuid;
 
+pub(crate) use super::iceberg_metadata::parse_version;
 use super::iceberg_metadata::TableMetadata;
 use crate::error::{Error, Result};
 use crate::handle::TableInner;
@@ -41,19 +42,10 @@ pub(crate) fn relative<'a>(table: &TableInner, uri: &'a str) -> Option<&'a str> 
 pub(crate) fn diverged(table: &TableInner, d: u64, reason: String) -> Error {
     Error::MirrorDiverged {
         table: table.name.clone(),
-        format: crate::format::MirrorFormat::Iceberg,
+        format: crate::format::MirrorFormat::Iceberg.to_string(),
         path: log(table).entry_name(d),
         reason,
     }
-}
-
-/// The mirror version `metadata/` names by `file` (`v<N>.metadata.json`).
-pub(crate) fn parse_version(file: &str) -> Option<u64> {
-    file.strip_prefix('v')?
-        .strip_suffix(".metadata.json")?
-        .parse::<u64>()
-        .ok()?
-        .checked_sub(1)
 }
 
 /// Every object of `metadata/`, as paths relative to the table root.

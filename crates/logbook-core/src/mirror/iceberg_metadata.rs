@@ -20,6 +20,15 @@ const METADATA_LOG: usize = 10;
 pub(crate) const VERSION_KEY: &str = "logbook.version";
 pub(crate) const COMMIT_KEY: &str = "logbook.commit-id";
 
+/// The mirror version `metadata/` names by `file` (`v<N>.metadata.json`).
+pub(crate) fn parse_version(file: &str) -> Option<u64> {
+    file.strip_prefix('v')?
+        .strip_suffix(".metadata.json")?
+        .parse::<u64>()
+        .ok()?
+        .checked_sub(1)
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) struct TableMetadata {
@@ -144,7 +153,7 @@ pub(crate) fn next_version(prev: Option<TableMetadata>, next: NextVersion<'_>) -
     metadata_log.retain(|e| {
         let file = e["metadata-file"].as_str().unwrap_or_default();
         let name = file.rsplit('/').next().unwrap_or_default();
-        super::iceberg_log::parse_version(name).is_none_or(|d| d >= next.metadata_floor)
+        parse_version(name).is_none_or(|d| d >= next.metadata_floor)
     });
     let excess = metadata_log.len().saturating_sub(METADATA_LOG);
     metadata_log.drain(..excess);
