@@ -307,12 +307,21 @@ class Warehouse:
         scd2_keys: Optional[Sequence[str]] = None,
         schedule_start: Optional[DateLike] = None,
         depends_on_previous: bool = False,
+        mirror: Optional[str] = None,
     ) -> Table:
         """Create a fact table (``partition_by`` names its date column) or a
-        dimension (``scd2_keys``; logbook adds ``valid_from``/``valid_to``)."""
+        dimension (``scd2_keys``; logbook adds ``valid_from``/``valid_to``).
+        ``mirror``: ``"delta"``, ``"iceberg"`` or ``"delta,iceberg"`` keeps
+        that log beside logbook's, for other engines."""
         keys = None if scd2_keys is None else list(scd2_keys)
         native = self._w.create_table(
-            name, _schema(schema), partition_by, keys, _date(schedule_start, "schedule_start"), depends_on_previous
+            name,
+            _schema(schema),
+            partition_by,
+            keys,
+            _date(schedule_start, "schedule_start"),
+            depends_on_previous,
+            mirror=mirror,
         )
         return Table(native)
 
