@@ -11,31 +11,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-15}"
-target="${CARGO_TARGET_DIR:-target}"
-. scripts/venv.sh
-venv=$(iceberg_venv)
-cargo build --workspace --locked
-bin="$(cd "$target/debug" && pwd)/logbook"
-work="$target/iceberg-open"
 . benches/compare/mirror_history.sh
-mirror_history "$work" iceberg "$bin"
+mirror_open_setup iceberg
 "$venv/bin/python" - "$work" "$rounds" <<'PY'
-import statistics, sys, time
+import sys
+sys.path.insert(0, "benches/compare")
+from mirror_open import report
 from pyiceberg.table import StaticTable
-work, rounds = sys.argv[1], int(sys.argv[2])
-times = {"h10": [], "h3000": [], "h3000v": []}
-for _ in range(rounds):
-    for n in times:
-        t0 = time.perf_counter()
-        meta = f"{work}/{n}/t/metadata"
-        hint = open(f"{meta}/version-hint.text").read()
-        t = StaticTable.from_metadata(f"{meta}/v{hint}.metadata.json")
-        assert len(list(t.scan().plan_files())) == 10
-        times[n].append((time.perf_counter() - t0) * 1000)
-base = statistics.median(times["h10"])
-label = {"h10": "10", "h3000": "3,000", "h3000v": "3,000, then expire --keep-last 10 and vacuum"}
-print("| commits | median open + plan ms | ratio to 10 |")
-print("|---|---|---|")
-for n, ts in times.items():
-    print(f"| {label[n]} | {statistics.median(ts):.1f} | {statistics.median(ts) / base:.2f} |")
+
+
+def open_and_plan(table):
+    meta = f"{table}/metadata"
+    hint = open(f"{meta}/version-hint.text").read()
+    t = StaticTable.from_metadata(f"{meta}/v{hint}.metadata.json")
+    assert len(list(t.scan().plan_files())) == 10
+
+
+report(sys.argv[1], int(sys.argv[2]), "open + plan", open_and_plan)
 PY

@@ -1,5 +1,19 @@
 # Sourced by delta_open.sh and iceberg_open.sh: the tables whose open cost
-# they compare. mirror_history WORK MIRROR BIN builds, once, under WORK:
+# they compare.
+#
+# mirror_open_setup MIRROR: the pinned readers' venv (`venv`), the workspace's
+# debug CLI (`bin`) and the three tables under `work` ($target/MIRROR-open),
+# built once. Run from the repository root.
+mirror_open_setup() {
+  local mirror="$1" target="${CARGO_TARGET_DIR:-target}"
+  . scripts/venv.sh
+  venv=$("${mirror}_venv")
+  cargo build --workspace --locked
+  bin="$(cd "$target/debug" && pwd)/logbook"
+  work="$target/$mirror-open"
+  mirror_history "$work" "$mirror" "$bin"
+}
+# mirror_history WORK MIRROR BIN builds, once, under WORK:
 #   h10/t     10 commits;
 #   h3000/t   3,000 commits (the same 10 dates rewritten: only history differs);
 #   h3000v/t  the same 3,000 commits, then `expire --keep-last 10` and `vacuum`
