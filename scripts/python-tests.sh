@@ -22,4 +22,4 @@ install_pylogbook "$target/debug/lib_native.so" "$venv"
 start_moto
 trap 'kill "$MOTO_PID" 2>/dev/null || true' EXIT
 cd crates/logbook-python/tests
-LOGBOOK_BIN="$cli" LOGBOOK_TEST_S3_ENDPOINT="$MOTO_ENDPOINT" "$venv/bin/python" -m pytest -q -p no:cacheprovider .
+LOGBOOK_BIN="$cli" LOGBOOK_TEST_S3_ENDPOINT="$MOTO_ENDPOINT" "$venv/bin/python" -m pytest -q -p no:cacheprovider --ignore=airflow .
