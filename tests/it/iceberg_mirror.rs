@@ -14,7 +14,12 @@ use logbook::{MirrorFormat, RunInfo, StorageLocation, Table, TableProperties, Ta
 use object_store::{ObjectStoreExt, PutPayload};
 use serde_json::Value;
 
+use std::sync::Arc;
+
+use object_store::memory::InMemory;
+
 use crate::common::{date, object_bytes, objects, options, replace, sweep, SPEC};
+use crate::fault_store::FaultStore;
 
 fn iceberg_mirror() -> TableProperties {
     TableProperties::default().with_mirrors(&[MirrorFormat::Iceberg])
@@ -555,7 +560,15 @@ async fn a_copied_table_continues_its_iceberg_mirror_with_a_new_history() {
             .unwrap();
     }
     let copy = Table::open(copy_loc, "i_orig", options()).await.unwrap();
-    replace(&copy, date("2026-03-16"), 0..5, "a", "r2").await;
+    // Before its first commit the copy's metadata shows the original's
+    // files: none of the copy's versions is mirrored, and `logbook mirror`
+    // says so rather than "in sync".
+    let status = iceberg_status(&copy).await;
+    assert_eq!((status.mirrored_version, status.behind), (None, 2));
+    assert_eq!(copy.sync_mirror().await.unwrap()[0].mirrored_version, None);
+    // A date of another month: the March manifest is rebuilt for the copy,
+    // not taken from the original's copied file of the same name.
+    replace(&copy, date("2026-04-16"), 0..5, "a", "r2").await;
     let status = iceberg_status(&copy).await;
     assert_eq!((status.behind, status.mirror_version), (0, Some(2)));
     let last = read_version(&copy, 2).await;
@@ -563,4 +576,120 @@ async fn a_copied_table_continues_its_iceberg_mirror_with_a_new_history() {
     assert_eq!(last.files, live_files(&copy, 2).await);
     assert_eq!(last.metadata["location"], "memory:///i_copy");
     assert_eq!(last.metadata["snapshots"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn vacuum_of_a_mirrored_dimension_after_an_expire_within_the_retention_succeeds() {
+    // The oldest version vacuum keeps files for lies below what the head
+    // still reads (expired just now, within the retention).
+    let loc = StorageLocation::parse("memory://")
+        .unwrap()
+        .child("i_dim_vac")
+        .unwrap();
+    let schema = TableSchema::parse_dimension_spec(
+        "i_dim_vac",
+        "customer:string,region:string",
+        &["customer"],
+    )
+    .unwrap();
+    let t = Table::create_with_properties(loc, "i_dim_vac", schema, iceberg_mirror(), options())
+        .await
+        .unwrap();
+    use crate::dimension::states;
+    for (i, region) in ["A", "B", "C"].iter().enumerate() {
+        let day = date("2026-03-01") + chrono::Days::new(i as u64);
+        let rows = [states(&[("k1", region)])];
+        t.apply_changes(day, &rows, RunInfo::new(format!("d{i}")))
+            .await
+            .unwrap();
+    }
+    expire(&t, Keep::Last(1)).await.unwrap();
+    let within = logbook::maintenance::VacuumOptions {
+        retention_ms: logbook::maintenance::MIN_RETENTION_MS,
+        ..Default::default()
+    };
+    vacuum(&t, within).await.unwrap();
+    assert_iceberg_mirrors(&t).await;
+}
+
+#[tokio::test]
+async fn a_writer_late_for_its_mirror_version_never_moves_the_hint_back() {
+    // A commits; before its metadata file is created, B commits and catches
+    // the mirror up past A's version (writing A's too). A then finds its
+    // version written: it must not point the hint, which readers open, at it.
+    let faults = FaultStore::new(Arc::new(InMemory::new()));
+    let loc = StorageLocation::from_store(Arc::new(faults.clone()), "i_late", "memory:///i_late");
+    let schema = TableSchema::parse_spec("i_late", SPEC, "date").unwrap();
+    let a =
+        Table::create_with_properties(loc.clone(), "i_late", schema, iceberg_mirror(), options())
+            .await
+            .unwrap();
+    replace(&a, date("2026-03-15"), 0..5, "a", "r1").await;
+    let b = Table::open(loc, "i_late", options()).await.unwrap();
+    let other = b.clone();
+    faults.before_next_create(
+        "metadata/v",
+        Box::pin(async move {
+            replace(&other, date("2026-03-17"), 0..5, "b", "r3").await;
+        }),
+    );
+    replace(&a, date("2026-03-16"), 0..5, "a", "r2").await;
+    assert_eq!(a.latest_version().await.unwrap(), 3);
+    let hint = object_bytes(&a, "metadata/version-hint.text").await;
+    // Mirror version 3 (logbook version 3) is the file `v4.metadata.json`.
+    assert_eq!(std::str::from_utf8(&hint).unwrap(), "4");
+    assert_eq!(iceberg_status(&a).await.behind, 0);
+}
+
+#[tokio::test]
+async fn the_log_gives_iceberg_snapshot_ids_only_for_versions_the_mirror_still_holds() {
+    let t = mirrored_table("i_log_ids", iceberg_mirror()).await;
+    for (i, day) in ["2026-03-15", "2026-03-16", "2026-03-17", "2026-03-18"]
+        .iter()
+        .enumerate()
+    {
+        replace(&t, date(day), 0..5, "a", &format!("r{i}")).await;
+    }
+    expire(&t, Keep::Last(2)).await.unwrap();
+    let held: BTreeSet<i64> = read_version(&t, iceberg_status(&t).await.mirror_version.unwrap())
+        .await
+        .metadata["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["snapshot-id"].as_i64().unwrap())
+        .collect();
+    let shown: BTreeSet<i64> = logbook::answers::log(&t)
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.iceberg_snapshot_id)
+        .collect();
+    assert_eq!(shown, held);
+}
+
+#[tokio::test]
+async fn metadata_logbook_cannot_read_is_left_alone_while_the_iceberg_mirror_is_off() {
+    // Delta mirror only; `metadata/` holds another tool's Iceberg metadata.
+    let t = mirrored_table(
+        "i_foreign_off",
+        TableProperties::default().with_mirrors(&[MirrorFormat::Delta]),
+    )
+    .await;
+    replace(&t, date("2026-03-15"), 0..5, "a", "r1").await;
+    let loc = t.location();
+    let foreign = serde_json::json!({"format-version": 2, "location": "s3://elsewhere/t"});
+    loc.store()
+        .put(
+            &loc.path("metadata/v1.metadata.json"),
+            PutPayload::from(serde_json::to_vec(&foreign).unwrap()),
+        )
+        .await
+        .unwrap();
+    // Listed (a log is there), off, holding nothing of logbook's.
+    let iceberg = iceberg_status(&t).await;
+    assert_eq!((iceberg.enabled, iceberg.mirrored_version), (false, None));
+    vacuum(&t, sweep()).await.unwrap();
+    replace(&t, date("2026-03-16"), 0..5, "a", "r2").await;
+    assert_eq!(t.mirror_status().await.unwrap()[0].behind, 0);
 }

@@ -27,7 +27,10 @@ pub struct LogLine {
 /// with a warning.
 pub async fn log(table: &Table) -> Result<Vec<LogLine>> {
     let history = table.history().await?;
-    let properties = table.latest().await?.properties().clone();
+    let latest = table.latest().await?;
+    let properties = latest.properties().clone();
+    // Iceberg metadata drops the snapshots of expired versions.
+    let retained_from = latest.root().retained_from;
     let statuses = match properties.mirrors().is_empty() {
         true => vec![],
         false => table.mirror_status().await.unwrap_or_else(|e| {
@@ -59,6 +62,7 @@ pub async fn log(table: &Table) -> Result<Vec<LogLine>> {
                 iceberg_mirrored,
                 entry.version,
             )
+            .filter(|_| entry.version >= retained_from)
             .map(|_| crate::mirror::iceberg_snapshot_id(entry.version)),
             entry,
         })

@@ -50,6 +50,17 @@ pub(crate) async fn write_version(
     d: u64,
     next: &Snapshot,
 ) -> Result<()> {
+    // A writer late for its own version (paused after its commit while
+    // others caught the mirror up past it, and a vacuum perhaps deleted
+    // it): writing it now would bring back a deleted metadata file and move
+    // the hint, which readers open, backwards. A hint past `d` naming a
+    // version that exists means `d` is done (the hint trails the latest).
+    let log = ilog::log(table);
+    if let Some(h) = log.read_hint().await?.filter(|h| *h > d) {
+        if log.exists(h).await? {
+            return Ok(());
+        }
+    }
     let (prev, reuse) = match d == mirror.first {
         true => (None, HashMap::new()),
         false => previous(table, d - 1).await?,
@@ -65,7 +76,12 @@ pub(crate) async fn write_version(
     let partitioned = itable::partition_source(next.schema()).is_some();
     let list = iceberg_avro::manifest_list(id, parent, sequence_number(d), &manifests, partitioned)
         .map_err(|e| avro_error(table, "a manifest list", e))?;
-    let list_rel = format!("{}/snap-{id}-{}.avro", ilog::DIR, entry.commit_id);
+    let list_rel = format!(
+        "{}/snap-{id}-{}-{}.avro",
+        ilog::DIR,
+        entry.commit_id,
+        ilog::place(table)
+    );
     let puts = built
         .into_iter()
         .filter_map(|(_, new)| new)
@@ -120,7 +136,7 @@ pub(crate) async fn write_version(
     );
     let bytes = serde_json::to_vec(&md).expect("metadata serialises");
     let ours = |found: &[u8]| Ok(judge(table, d, &ilog::decode(table, d, found)?, entry).is_ok());
-    match ilog::log(table).create(d, Bytes::from(bytes), ours).await? {
+    match log.create(d, Bytes::from(bytes), ours).await? {
         // Ours, or an equal catch-up's: either way version `d` is `md`
         // (everything in it derives from the log), with `manifests`.
         Created::Ours => remember(table, d, md, manifests),
@@ -129,8 +145,12 @@ pub(crate) async fn write_version(
     }
     // Readers of file-system tables open what the hint names, so it moves
     // with every version (best effort: a reader behind by one is caught up
-    // by the next commit).
-    if let Err(e) = ilog::log(table).write_hint(d).await {
+    // by the next commit). Not when version `d + 1` exists: a writer that
+    // found `d` already written by a faster catch-up must not undo its hint.
+    if log.exists(d + 1).await? {
+        return Ok(());
+    }
+    if let Err(e) = log.write_hint(d).await {
         tracing::warn!(table = %table.name, version = d, error = %e, "could not update the Iceberg mirror's version-hint.text");
     }
     Ok(())
@@ -193,7 +213,7 @@ async fn previous(
     let Some(md) = ilog::read(table, d).await? else {
         return Err(diverged(table, d, "it is missing".into()));
     };
-    if md.location != table.location.uri().trim_end_matches('/') {
+    if ilog::elsewhere(table, &md) {
         // The table was copied or moved: Iceberg names files by absolute
         // URI, so the history names the old place. A new history starts
         // here, as when a mirror is turned on.
@@ -247,7 +267,12 @@ async fn manifests(
     reuse: &HashMap<String, ManifestFile>,
 ) -> Result<Vec<Built>> {
     let schema_version = next.schema().version;
-    let suffix = format!("{}-{}-s{schema_version}.avro", mirror.since, mirror.first);
+    let suffix = format!(
+        "{}-{}-s{schema_version}-{}.avro",
+        mirror.since,
+        mirror.first,
+        ilog::place(table)
+    );
     let mut wanted: Vec<(String, Source)> = Vec::new();
     if let Some(v) = next.dimension_version() {
         let files = next.dimension_files();

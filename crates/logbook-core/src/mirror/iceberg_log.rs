@@ -5,12 +5,16 @@
 //! ```text
 //! <table>/metadata/v7.metadata.json        mirror version 6 (Iceberg counts from 1)
 //! <table>/metadata/version-hint.text       `7`, no newline: what readers open
-//! <table>/metadata/snap-<id>-<commit>.avro a snapshot's manifest list
-//! <table>/metadata/lb-<attempt>-<month>-<since>-<first>-s<schema>.avro
+//! <table>/metadata/snap-<id>-<commit>-<place>.avro a snapshot's manifest list
+//! <table>/metadata/lb-<attempt>-<month>-<since>-<first>-s<schema>-<place>.avro
 //!                                          the manifest of one logbook month manifest
-//! <table>/metadata/lb-dim-<version>-<since>-<first>-s<schema>.avro
+//! <table>/metadata/lb-dim-<version>-<since>-<first>-s<schema>-<place>.avro
 //!                                          a dimension's files
 //! ```
+//!
+//! `<place>` is [`place`]: manifests and lists name files by absolute URI,
+//! so a copied table's own history must not take the copies of the
+//! original's (same names, the original's URIs) for its own.
 
 use uuid::Uuid;
 
@@ -31,6 +35,23 @@ pub(crate) fn log(table: &TableInner) -> Log {
 /// The absolute URI of `relative`, as Iceberg metadata names files.
 pub(crate) fn uri(table: &TableInner, relative: &str) -> String {
     format!("{}/{relative}", table.location.uri().trim_end_matches('/'))
+}
+
+/// A tag of the table's location for the names of manifests and lists:
+/// FNV-1a (64 bits) of its URI, in hex. Stable across builds (std's hasher
+/// is not promised to be), and a file name needs no more than this.
+pub(crate) fn place(table: &TableInner) -> String {
+    let uri = table.location.uri().trim_end_matches('/');
+    let hash = uri.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
+
+/// Whether metadata `md` describes the table at another location (it was
+/// copied or moved there): its files are the original's, not this table's.
+pub(crate) fn elsewhere(table: &TableInner, md: &TableMetadata) -> bool {
+    md.location != table.location.uri().trim_end_matches('/')
 }
 
 /// `uri`'s path relative to the table root, if it lies under it.

@@ -255,6 +255,14 @@ async fn sync_one(table: &Arc<TableInner>, format: MirrorFormat) -> Result<Mirro
             }
             return Ok(status);
         }
+        if let Some(d) = status.mirror_version {
+            if moved(table, format, d).await? && status.mirrored_version.is_none() {
+                // The versions it holds are the original's: the table's
+                // next commit starts its own history (see `iceberg_commit`).
+                tracing::warn!(table = %table.name, "the Iceberg mirror describes the table where it was copied from; its next commit starts a history here");
+                return Ok(status);
+            }
+        }
         // `status_at` checked that the latest mirror version holds
         // `mirrored_version`: the next one builds on it.
         let from = match status.mirrored_version {
@@ -372,8 +380,13 @@ async fn status_at(
     let mirror_version = latest(table, format).await?;
     let mirrored_version = match (mirror, mirror_version) {
         (_, None) => None,
-        // Off: what the log left behind holds, if it is ours.
-        (None, Some(d)) => recorded(table, format, d).await?.map(|(v, _)| v),
+        // Off: what the log left behind holds, if it is ours; a log no
+        // longer ours (another engine's, say) holds nothing of logbook's.
+        (None, Some(d)) => match recorded(table, format, d).await {
+            Ok(found) => found.map(|(v, _)| v),
+            Err(Error::MirrorDiverged { .. }) => None,
+            Err(e) => return Err(e),
+        },
         (Some(m), Some(d)) if d + 1 < m.first => {
             return Err(diverged(
                 table,
@@ -400,7 +413,9 @@ async fn status_at(
                 let found = recorded(table, format, d).await?;
                 judge(found, &table.read_entry(v).await?, &format.to_string())
                     .map_err(|reason| diverged(table, format, d, reason))?;
-                Some(v)
+                // A copied or moved table: its metadata names the original's
+                // files, so none of this table's versions is mirrored yet.
+                (!moved(table, format, d).await?).then_some(v)
             }
         },
     };
@@ -424,6 +439,17 @@ async fn status_at(
     })
 }
 
+/// Whether mirror version `d` in `format` describes the table at another
+/// location (Iceberg metadata names its location; Delta's log does not).
+async fn moved(table: &TableInner, format: MirrorFormat, d: u64) -> Result<bool> {
+    Ok(match format {
+        MirrorFormat::Delta => false,
+        MirrorFormat::Iceberg => iceberg_log::read(table, d)
+            .await?
+            .is_some_and(|md| iceberg_log::elsewhere(table, &md)),
+    })
+}
+
 /// The version a mirror in `format` turned on now starts at: the one after
 /// whatever its log holds (0 for a new mirror). Its first commit takes the
 /// mirror from that state to the table's.
@@ -443,7 +469,7 @@ pub(crate) async fn next_free_version(table: &TableInner, format: MirrorFormat) 
 ///   retention does the same).
 /// - Iceberg: see [`iceberg_expired`].
 pub(crate) async fn expired_entries(
-    table: &TableInner,
+    table: &Arc<TableInner>,
     head: &Snapshot,
     oldest: u64,
     deleted: &[String],
@@ -493,7 +519,7 @@ pub(crate) const KEEP_METADATA_FILES: u64 = 100;
 ///   retained version names that month manifest, so no live snapshot names
 ///   its mirror), and dimension manifests older than `oldest`'s dimension.
 async fn iceberg_expired(
-    table: &TableInner,
+    table: &Arc<TableInner>,
     head: &Snapshot,
     mirror: Mirror,
     oldest: u64,
@@ -503,8 +529,17 @@ async fn iceberg_expired(
         return Ok(vec![]);
     };
     let latest = iceberg_log::latest(table).await?;
+    if latest != mirror.mirror_version(head.version()) {
+        // A commit (an expire, say) landed after the vacuum caught the
+        // mirror up: its latest metadata may still name what `oldest` would
+        // delete. The next vacuum, or this one's next run, does it.
+        tracing::info!(table = %table.name, "the Iceberg mirror is not at the version vacuum reads: its old metadata is left for the next vacuum");
+        return Ok(vec![]);
+    }
+    // `oldest` may lie below what `head` still reads (an expire within the
+    // retention): its log entry is there until this vacuum deletes it.
     let oldest_dimension = match head.dimension_version() {
-        Some(_) => head.travel(oldest).await?.dimension_version(),
+        Some(_) => table.snapshot(oldest).await?.dimension_version(),
         None => None,
     };
     let deleted_months: Vec<String> = deleted
