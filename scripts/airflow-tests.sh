@@ -16,6 +16,8 @@ cargo build --workspace --locked
 install_pylogbook "$target/debug/lib_native.so" "$venv"
 AIRFLOW_HOME=$(mktemp -d)
 trap 'rm -rf "$AIRFLOW_HOME"' EXIT
+# The tests run only against a database carrying this mark.
+touch "$AIRFLOW_HOME/.logbook-airflow-tests"
 export AIRFLOW_HOME
 export AIRFLOW__CORE__DAGS_FOLDER="$PWD/crates/logbook-python/tests/airflow/dags"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False

@@ -27,10 +27,7 @@ pub struct LogLine {
 /// with a warning.
 pub async fn log(table: &Table) -> Result<Vec<LogLine>> {
     let history = table.history().await?;
-    let latest = table.latest().await?;
-    let properties = latest.properties().clone();
-    // Iceberg metadata drops the snapshots of expired versions.
-    let retained_from = latest.root().retained_from;
+    let properties = table.latest().await?.properties().clone();
     let statuses = match properties.mirrors().is_empty() {
         true => vec![],
         false => table.mirror_status().await.unwrap_or_else(|e| {
@@ -49,6 +46,17 @@ pub async fn log(table: &Table) -> Result<Vec<LogLine>> {
         mirrored(MirrorFormat::Delta),
         mirrored(MirrorFormat::Iceberg),
     );
+    // Exactly the snapshots the latest metadata holds: it drops expired
+    // versions', and a copied table's history starts at its first commit.
+    let held = match iceberg_mirrored {
+        None => Default::default(),
+        Some(_) => crate::mirror::iceberg_held(&table.inner)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(table = %table.name(), error = %e, "no Iceberg snapshot ids shown");
+                Default::default()
+            }),
+    };
     Ok(history
         .into_iter()
         .map(|entry| LogLine {
@@ -62,8 +70,8 @@ pub async fn log(table: &Table) -> Result<Vec<LogLine>> {
                 iceberg_mirrored,
                 entry.version,
             )
-            .filter(|_| entry.version >= retained_from)
-            .map(|_| crate::mirror::iceberg_snapshot_id(entry.version)),
+            .map(|_| crate::mirror::iceberg_snapshot_id(entry.version))
+            .filter(|id| held.contains(id)),
             entry,
         })
         .collect())

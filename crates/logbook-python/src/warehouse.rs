@@ -255,11 +255,11 @@ impl Warehouse {
 
     /// Every commit of `table`, as JSON (what `logbook log --json` prints).
     fn log_json(&self, py: Python<'_>, table: &str) -> PyResult<String> {
-        let entries = wait(py, || async {
-            self.inner.table(table).await?.history().await
+        let lines = wait(py, || async {
+            logbook_core::answers::log(&self.inner.table(table).await?).await
         })
         .map_err(errors::core)?;
-        to_json(&entries)
+        to_json(&lines)
     }
 
     /// Publish stage `name` across every table holding it, as one (what

@@ -375,6 +375,10 @@ def test_a_table_keeps_both_mirrors(wh, tmp_path):
     # Version 1 is Iceberg metadata file v2, and the hint names it (no newline).
     assert (root / "metadata" / "version-hint.text").read_text() == "2"
     assert (root / "metadata" / "v2.metadata.json").exists()
+    # The log says which Delta version and Iceberg snapshot hold each
+    # commit, as `logbook log --json` does.
+    last = wh.log("mirrored")[-1]
+    assert (last["version"], last["delta_version"], last["iceberg_snapshot_id"]) == (1, 1, 2)
     with pytest.raises(lb.InvalidInputError, match="mirrored2.*hudi"):
         wh.create_table("mirrored2", schema=ORDERS, partition_by="date", mirror="iceberg,hudi")
     assert not (tmp_path / "wh" / "mirrored2").exists()

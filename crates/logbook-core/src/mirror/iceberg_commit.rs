@@ -52,14 +52,12 @@ pub(crate) async fn write_version(
 ) -> Result<()> {
     // A writer late for its own version (paused after its commit while
     // others caught the mirror up past it, and a vacuum perhaps deleted
-    // it): writing it now would bring back a deleted metadata file and move
-    // the hint, which readers open, backwards. A hint past `d` naming a
-    // version that exists means `d` is done (the hint trails the latest).
+    // it): writing it now would bring back a deleted metadata file. When
+    // `d + 1` exists, `d` is done. (One a hundred versions late, past what
+    // vacuum keeps, is not caught: its file goes with the next vacuum.)
     let log = ilog::log(table);
-    if let Some(h) = log.read_hint().await?.filter(|h| *h > d) {
-        if log.exists(h).await? {
-            return Ok(());
-        }
+    if log.exists(d + 1).await? {
+        return Ok(());
     }
     let (prev, reuse) = match d == mirror.first {
         true => (None, HashMap::new()),
@@ -145,13 +143,15 @@ pub(crate) async fn write_version(
     }
     // Readers of file-system tables open what the hint names, so it moves
     // with every version (best effort: a reader behind by one is caught up
-    // by the next commit). Not when version `d + 1` exists: a writer that
-    // found `d` already written by a faster catch-up must not undo its hint.
-    if log.exists(d + 1).await? {
-        return Ok(());
-    }
+    // by the next commit). A faster writer may have created `d + 1` and
+    // written its hint since the check above: then ours went back, and is
+    // put forward again.
     if let Err(e) = log.write_hint(d).await {
         tracing::warn!(table = %table.name, version = d, error = %e, "could not update the Iceberg mirror's version-hint.text");
+    }
+    if log.exists(d + 1).await? {
+        let latest = log.latest_from(d + 1).await?;
+        ilog::repair_hint(table, latest).await?;
     }
     Ok(())
 }

@@ -255,20 +255,28 @@ async fn sync_one(table: &Arc<TableInner>, format: MirrorFormat) -> Result<Mirro
             }
             return Ok(status);
         }
-        if let Some(d) = status.mirror_version {
-            if moved(table, format, d).await? && status.mirrored_version.is_none() {
-                // The versions it holds are the original's: the table's
-                // next commit starts its own history (see `iceberg_commit`).
-                tracing::warn!(table = %table.name, "the Iceberg mirror describes the table where it was copied from; its next commit starts a history here");
-                return Ok(status);
-            }
-        }
         // `status_at` checked that the latest mirror version holds
         // `mirrored_version`: the next one builds on it.
-        let from = match status.mirrored_version {
+        let mut from = match status.mirrored_version {
             Some(_) => status.mirror_version.map_or(mirror.first, |d| d + 1),
             None => mirror.first,
         };
+        if let Some(d) = status.mirror_version {
+            if status.mirrored_version.is_none() && moved(table, format, d).await? {
+                // A copied or moved table: the versions up to `d` are the
+                // original's. The next one starts a history here (see
+                // `iceberg_commit::previous`); until a commit gives it one
+                // to write, there is nothing to do.
+                if mirror
+                    .mirror_version(head.version())
+                    .is_none_or(|to| to <= d)
+                {
+                    tracing::warn!(table = %table.name, "the Iceberg mirror describes the table where it was copied from; its next commit starts a history here");
+                    return Ok(status);
+                }
+                from = d + 1;
+            }
+        }
         let to = mirror.mirror_version(head.version()).unwrap_or(from);
         let mut prev: Option<Snapshot> = None;
         for d in from..=to {
@@ -584,6 +592,18 @@ pub fn mirror_version_of(
     (version <= mirrored?)
         .then(|| m.mirror_version(version))
         .flatten()
+}
+
+/// The snapshot ids the Iceberg mirror's latest metadata holds (none when
+/// it has no metadata).
+pub(crate) async fn iceberg_held(table: &TableInner) -> Result<std::collections::BTreeSet<i64>> {
+    let Some(d) = iceberg_log::latest(table).await? else {
+        return Ok(Default::default());
+    };
+    Ok(iceberg_log::read(table, d)
+        .await?
+        .map(|md| md.snapshots.iter().map(|s| s.snapshot_id).collect())
+        .unwrap_or_default())
 }
 
 /// The Iceberg snapshot id of logbook `version` (see the Iceberg mirror's

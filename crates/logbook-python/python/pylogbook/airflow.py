@@ -1,9 +1,9 @@
 """Airflow 3: a daily DAG's tasks as logbook runs and writes of their logical date.
 
-    from airflow.sdk import DAG
+    from airflow.sdk import DAG, CronDataIntervalTimetable
     from pylogbook.airflow import LogbookRunOperator, LogbookWriteOperator
 
-    with DAG("revenue", schedule="@daily", start_date=..., catchup=False):
+    with DAG("revenue", schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"), ...):
         orders = LogbookWriteOperator(task_id="orders", warehouse=WH, table="orders",
                                       python_callable=load_orders)   # returns Arrow data
         revenue = LogbookRunOperator(task_id="revenue", warehouse=WH, table="revenue",
@@ -12,7 +12,12 @@
 
 **The date.** A task's partition is its DAG run's ``logical_date`` as a
 date in the DAG's timezone, never the wall clock; a run without a logical
-date is refused. Inside a run, ``now()`` is logbook's clock error.
+date (Airflow 3 gives asset-triggered runs none) is refused. Inside a run,
+``now()`` is logbook's clock error. Mind the timetable: Airflow 3's
+``schedule="@daily"`` is a ``CronTriggerTimetable``, whose run at 00:00 on D
+has logical date D (so it would write D before D's data exists);
+``CronDataIntervalTimetable("0 0 * * *", timezone=...)`` gives that run
+the logical date D - 1, the day that just ended, as Airflow 2 did.
 
 **Re-running.** `LogbookRunOperator`'s run id is derived from the query and
 the data it read, so clearing a task whose inputs did not change commits
@@ -23,19 +28,24 @@ once before and replaced since.
 
 **Run classes.** A DAG run of type ``backfill`` (``airflow backfill
 create``) is a logbook backfill: it waits for the warehouse's run budget
-(production first, at most its backfill slots). Scheduled, manual and
-asset-triggered runs are production. ``run_class=`` on an operator, or
+(production first, at most its backfill slots). Scheduled and manual runs
+are production. ``run_class=`` on an operator, or
 ``LOGBOOK_RUN_CLASS`` from ``logbook backfill``, wins; ``LOGBOOK_STAGE``
 and the expected version ``logbook backfill`` passes are obeyed as by
 every pylogbook write.
+
+**Only the dates a backfill names.** In a DAG run whose conf lists
+``logbook_dates`` (the backfills `StaleRuns` makes), both operators skip a
+date not listed.
 
 **XCom.** Both operators return (and so push) ``{"table", "date",
 "version", "run_id", "already_committed"}``.
 
 **Staleness.** `stale_runs` turns ``Warehouse.plan`` into the DAG runs to
-redo: ``airflow backfill create`` commands covering exactly the stale or
-missing dates, or those backfills created. From a shell:
-``python -m pylogbook.airflow WAREHOUSE TABLE DAG_ID [--start D] [--end D]``.
+redo: the stale, missing or corrupt dates with their reasons, and the
+``airflow backfill create`` covering them (or that backfill created). From
+a shell: ``python -m pylogbook.airflow WAREHOUSE TABLE DAG_ID [--start D]
+[--end D] [--timezone TZ] [--create]``.
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import hashlib
+import json
 import os
 import shlex
 import subprocess
@@ -52,9 +63,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import BaseOperator, BaseSensorOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from . import CommitInfo, InvalidInputError, Warehouse, _date
+from . import CommitInfo, InvalidInputError, Warehouse, _date, _from_backfill
 
 __all__ = [
     "LogbookRunOperator",
@@ -78,6 +89,19 @@ def logical_day(context: Any) -> _dt.date:
             "trigger the DAG run with a logical date"
         )
     return moment.astimezone(context["dag"].timezone).date()
+
+
+#: The DAG run conf key naming the only dates a backfill redoes (see `StaleRuns`).
+ONLY_DATES = "logbook_dates"
+
+
+def _skip_unless_listed(context: Any, table: str, day: _dt.date) -> None:
+    """A backfill made by `StaleRuns` spans its first to last date; its runs
+    of dates it does not list skip their logbook tasks."""
+    conf = getattr(context.get("dag_run"), "conf", None) or {}
+    listed = conf.get(ONLY_DATES)
+    if listed is not None and day.isoformat() not in listed:
+        raise AirflowSkipException(f"table {table}: {day} is not among the dates this backfill redoes")
 
 
 def _run_class(context: Any, explicit: Optional[str]) -> Optional[str]:
@@ -136,6 +160,7 @@ class LogbookRunOperator(BaseOperator):
 
     def execute(self, context: Any) -> Dict[str, Any]:
         day = logical_day(context)
+        _skip_unless_listed(context, self.table, day)
         wh = Warehouse(self.warehouse)
         with wh.run(
             self.table,
@@ -215,6 +240,7 @@ class LogbookWriteOperator(PythonOperator):
 
     def execute(self, context: Any) -> Any:
         self._day = logical_day(context)
+        _skip_unless_listed(context, self.table, self._day)
         self._class = _run_class(context, self.run_class)
         context["logbook_date"] = self._day
         return super().execute(context)
@@ -225,7 +251,10 @@ class LogbookWriteOperator(PythonOperator):
         day = self._day
         digest, data = _content_digest(self.table, day, self.code_version, data)
         table = Warehouse(self.warehouse).table(self.table)
-        done = None if os.environ.get("LOGBOOK_STAGE") else self._written_from(table, day, digest)
+        # Launched by `logbook backfill` into a stage or with an expected
+        # version: the write itself obeys them (a skip would not).
+        stage, expect = _from_backfill(self.table, day.isoformat(), None, None)
+        done = None if stage or expect else self._written_from(table, day, digest)
         if done is not None:
             self.log.info("logbook %s %s: the same rows are already there (version %s)", self.table, day, done.version)
             return _pushed(self.table, day, done)
@@ -270,7 +299,11 @@ class LogbookPartitionSensor(BaseSensorOperator):
     def poke(self, context: Any) -> bool:
         day = _dt.date.fromisoformat(_date(self.date)) if self.date else logical_day(context)
         states = Warehouse(self.warehouse).status(self.table, start=day, end=day)
-        state = states[0] if states else {"state": "missing", "reasons": []}
+        if not states:
+            raise AirflowFailException(
+                f"table {self.table}, date {day}: not a date the table schedules (before its schedule start)"
+            )
+        state = states[0]
         if state["state"] == "corrupt":
             raise AirflowFailException(f"table {self.table}, date {day}: corrupt ({state['reasons']}); run `logbook check {self.table}`")
         self.log.info("logbook %s %s: %s %s", self.table, day, state["state"], state.get("reasons") or "")
@@ -290,7 +323,8 @@ class StaleRuns:
     timezone: Any = _dt.timezone.utc
 
     def ranges(self) -> List[Tuple[_dt.date, _dt.date]]:
-        """The dates as runs of consecutive days, first to last."""
+        """The dates as runs of consecutive days, first to last (for
+        people: the backfill covers from the first to the last)."""
         out: List[Tuple[_dt.date, _dt.date]] = []
         for d in sorted(self.dates):
             if out and d == out[-1][1] + _dt.timedelta(days=1):
@@ -299,44 +333,52 @@ class StaleRuns:
                 out.append((d, d))
         return out
 
-    def _midnight(self, day: _dt.date) -> str:
-        local = _dt.datetime.combine(day, _dt.time())
+    def _local(self, day: _dt.date, at: _dt.time) -> str:
+        local = _dt.datetime.combine(day, at)
         if hasattr(self.timezone, "localize"):
             local = self.timezone.localize(local)
         else:
             local = local.replace(tzinfo=self.timezone)
         return local.isoformat()
 
-    def backfill_commands(self, max_active_runs: Optional[int] = None) -> List[List[str]]:
-        """One ``airflow backfill create`` per range, reprocessing runs that
-        completed (a stale date's run succeeded once). A chain's ranges run
-        one at a time, oldest first."""
+    def backfill_command(self, max_active_runs: Optional[int] = None) -> Optional[List[str]]:
+        """The ``airflow backfill create`` that redoes every date: one
+        backfill from the first date's start to the last date's end in the
+        DAG's timezone (Airflow runs one backfill per DAG at a time), which
+        reprocesses runs that completed (a stale date's run succeeded
+        once). Its runs' conf lists the dates (``logbook_dates``): the runs
+        of dates in between skip their logbook tasks. A chain runs one date
+        at a time, oldest first. ``None`` when nothing is to redo."""
+        if not self.dates:
+            return None
         runs = 1 if self.chain else max_active_runs
-        commands = []
-        for first, last in self.ranges():
-            cmd = ["airflow", "backfill", "create", "--dag-id", self.dag_id,
-                   "--from-date", self._midnight(first), "--to-date", self._midnight(last),
-                   "--reprocess-behavior", "completed"]
-            if runs is not None:
-                cmd += ["--max-active-runs", str(runs)]
-            commands.append(cmd)
-        return commands
+        first, last = min(self.dates), max(self.dates)
+        cmd = ["airflow", "backfill", "create", "--dag-id", self.dag_id,
+               "--from-date", self._local(first, _dt.time()),
+               "--to-date", self._local(last, _dt.time(23, 59, 59, 999999)),
+               "--reprocess-behavior", "completed",
+               "--dag-run-conf", json.dumps({ONLY_DATES: sorted(d.isoformat() for d in self.dates)})]
+        if runs is not None:
+            cmd += ["--max-active-runs", str(runs)]
+        return cmd
 
-    def create_backfills(self, max_active_runs: Optional[int] = None, airflow: str = "airflow") -> List[List[str]]:
-        """Create the backfills in Airflow's metadata database (the
-        scheduler runs them); returns the commands it ran. Needs the
-        ``airflow`` CLI configured for the deployment."""
-        done = []
-        for cmd in self.backfill_commands(max_active_runs):
-            cmd = [airflow, *cmd[1:]]
-            result = subprocess.run(cmd, capture_output=True, text=True)
-            if result.returncode != 0:
-                raise InvalidInputError(
-                    f"table {self.table}: `{shlex.join(cmd)}` failed ({result.returncode}): "
-                    f"{(result.stderr or result.stdout).strip()[-2000:]}"
-                )
-            done.append(cmd)
-        return done
+    def create_backfill(self, max_active_runs: Optional[int] = None, airflow: str = "airflow") -> Optional[List[str]]:
+        """Create that backfill in Airflow's metadata database (the
+        scheduler runs it); returns the command it ran (``None``: nothing
+        to redo). Needs the ``airflow`` CLI configured for the deployment;
+        fails while another backfill of the DAG is unfinished (Airflow's
+        rule), naming the table and the command."""
+        cmd = self.backfill_command(max_active_runs)
+        if cmd is None:
+            return None
+        cmd = [airflow, *cmd[1:]]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise InvalidInputError(
+                f"table {self.table}: `{shlex.join(cmd)}` failed ({result.returncode}): "
+                f"{(result.stderr or result.stdout).strip()[-2000:]}"
+            )
+        return cmd
 
     def __str__(self) -> str:
         if not self.dates:
@@ -345,7 +387,7 @@ class StaleRuns:
         for d in self.dates:
             why = self.reasons.get(d.isoformat()) or []
             lines.append(f"  {d}  {'; '.join(map(str, why)) if why else ''}".rstrip())
-        lines += [shlex.join(c) for c in self.backfill_commands()]
+        lines.append(shlex.join(self.backfill_command() or []))
         return "\n".join(lines)
 
 
@@ -382,12 +424,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("dag_id")
     p.add_argument("--start")
     p.add_argument("--end")
-    p.add_argument("--create", action="store_true", help="create the backfills with the airflow CLI")
+    p.add_argument("--timezone", default="UTC", help="the DAG's timezone (IANA name; default UTC)")
+    p.add_argument("--create", action="store_true", help="create the backfill with the airflow CLI")
     args = p.parse_args(argv)
-    runs = stale_runs(args.warehouse, args.table, args.dag_id, args.start, args.end)
+    import pendulum
+
+    runs = stale_runs(args.warehouse, args.table, args.dag_id, args.start, args.end, pendulum.timezone(args.timezone))
     print(runs)
     if args.create:
-        runs.create_backfills()
+        runs.create_backfill()
     return 0
 
 

@@ -11,7 +11,7 @@ import datetime as dt
 
 import pendulum
 import pyarrow as pa
-from airflow.sdk import DAG, Variable
+from airflow.sdk import DAG, CronDataIntervalTimetable, Variable
 
 from pylogbook.airflow import LogbookPartitionSensor, LogbookRunOperator, LogbookWriteOperator
 
@@ -44,7 +44,10 @@ WHERE o.date = logical_date()
 GROUP BY o.date, c.region
 """
 
-with DAG("logbook_daily", schedule="@daily", start_date=START, catchup=False) as daily:
+# The run at 00:00 on D+1 has logical date D, the day that just ended.
+DAILY = CronDataIntervalTimetable("0 0 * * *", timezone="UTC")
+
+with DAG("logbook_daily", schedule=DAILY, start_date=START, catchup=False) as daily:
     orders = LogbookWriteOperator(
         task_id="orders", warehouse=WAREHOUSE, table="orders", python_callable=load_orders, code_version="v1"
     )
