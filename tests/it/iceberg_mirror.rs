@@ -550,16 +550,7 @@ async fn a_copied_table_continues_its_iceberg_mirror_with_a_new_history() {
     // original's files. Its next commit starts a history of its own.
     let t = mirrored_table("i_orig", iceberg_mirror()).await;
     replace(&t, date("2026-03-15"), 0..5, "a", "r1").await;
-    let store = t.location().store().clone();
-    let copy_loc = StorageLocation::from_store(store.clone(), "i_copy", "memory:///i_copy");
-    for rel in objects(&t, "").await {
-        let bytes = object_bytes(&t, &rel).await;
-        store
-            .put(&copy_loc.path(&rel), PutPayload::from(bytes))
-            .await
-            .unwrap();
-    }
-    let copy = Table::open(copy_loc, "i_orig", options()).await.unwrap();
+    let copy = copy_table(&t, "i_copy").await;
     // Before its first commit the copy's metadata shows the original's
     // files: none of the copy's versions is mirrored, and `logbook mirror`
     // says so rather than "in sync".
@@ -577,6 +568,21 @@ async fn a_copied_table_continues_its_iceberg_mirror_with_a_new_history() {
     assert_eq!(last.metadata["location"], "memory:///i_copy");
     assert_eq!(last.metadata["snapshots"].as_array().unwrap().len(), 1);
     assert_eq!(log_snapshot_ids(&copy).await, held_snapshot_ids(&last));
+}
+
+/// Every object of `t` copied to `memory:///<to>` (as `cp -r` or `aws s3
+/// sync` would), opened there.
+async fn copy_table(t: &Table, to: &str) -> Table {
+    let store = t.location().store().clone();
+    let copy_loc = StorageLocation::from_store(store.clone(), to, &format!("memory:///{to}"));
+    for rel in objects(t, "").await {
+        let bytes = object_bytes(t, &rel).await;
+        store
+            .put(&copy_loc.path(&rel), PutPayload::from(bytes))
+            .await
+            .unwrap();
+    }
+    Table::open(copy_loc, t.name(), options()).await.unwrap()
 }
 
 /// The snapshot ids `logbook log` shows.
@@ -606,17 +612,7 @@ async fn a_table_copied_while_its_iceberg_mirror_was_behind_mirrors_again_from_i
     let hint = loc.path("metadata/version-hint.text");
     let previous = PutPayload::from(v.to_string().into_bytes());
     loc.store().put(&hint, previous).await.unwrap();
-    let store = loc.store().clone();
-    let copy_loc =
-        StorageLocation::from_store(store.clone(), "i_behind_copy", "memory:///i_behind_copy");
-    for rel in objects(&t, "").await {
-        let bytes = object_bytes(&t, &rel).await;
-        store
-            .put(&copy_loc.path(&rel), PutPayload::from(bytes))
-            .await
-            .unwrap();
-    }
-    let copy = Table::open(copy_loc, "i_behind", options()).await.unwrap();
+    let copy = copy_table(&t, "i_behind_copy").await;
     let w = replace(&copy, date("2026-04-16"), 0..5, "a", "r3").await;
     let status = iceberg_status(&copy).await;
     assert_eq!((status.behind, status.mirrored_version), (0, Some(w)));
