@@ -321,6 +321,9 @@ class StaleRuns:
     reasons: Dict[str, List[Any]] = field(default_factory=dict)
     chain: bool = False
     timezone: Any = _dt.timezone.utc
+    #: A chain's date a live writer is running: no later date is planned
+    #: until it finishes (ask again then).
+    blocked_by: Optional[_dt.date] = None
 
     def ranges(self) -> List[Tuple[_dt.date, _dt.date]]:
         """The dates as runs of consecutive days, first to last (for
@@ -381,6 +384,8 @@ class StaleRuns:
         return cmd
 
     def __str__(self) -> str:
+        if self.blocked_by is not None and not self.dates:
+            return f"{self.table}: {self.blocked_by} is running; a chain plans nothing after it until it finishes"
         if not self.dates:
             return f"{self.table}: nothing to redo for DAG {self.dag_id}"
         lines = [f"{self.table}: {len(self.dates)} date(s) of DAG {self.dag_id} to redo"]
@@ -412,6 +417,7 @@ def stale_runs(
         reasons={s["date"]: list(s.get("reasons") or []) for s in steps},
         chain=bool(plan.get("chain")),
         timezone=timezone,
+        blocked_by=_dt.date.fromisoformat(plan["blocked_by"]) if plan.get("blocked_by") else None,
     )
 
 

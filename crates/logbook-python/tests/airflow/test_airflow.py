@@ -289,10 +289,27 @@ def test_the_date_is_the_logical_date_in_the_dags_timezone(wh):
     assert [p["date"] for p in wh.table("orders").partitions()] == ["2026-03-05"]
 
 
-def test_the_sensor_waits_for_a_complete_partition(wh):
+def test_the_sensor_waits_for_a_complete_partition(wh, monkeypatch, capfd):
     run_dag(DAGS.wait, TEN_DAYS[0], expect="failed")  # missing: the sensor times out
     run_dag(DAGS.daily, TEN_DAYS[0])
     run_dag(DAGS.wait, TEN_DAYS[0])
+    # Stale is not complete: a back-dated dimension change, then the
+    # sensor on revenue waits (times out) until the date is redone.
+    monkeypatch.setenv("AIRFLOW_VAR_WAIT_FOR", "revenue")
+    run_dag(DAGS.wait, TEN_DAYS[0])
+    wh.table("customers").apply_changes("2026-02-01", pa.table({"customer": ["c-1"], "region": ["Munich"]}))
+    capfd.readouterr()
+    run_dag(DAGS.wait, TEN_DAYS[0], expect="failed")
+    assert "logbook revenue 2026-03-01: stale" in capfd.readouterr().out
+    run_dag(DAGS.daily, TEN_DAYS[0])
+    run_dag(DAGS.wait, TEN_DAYS[0])
+
+
+def test_the_sensor_fails_at_once_on_a_date_the_table_does_not_schedule(wh, monkeypatch, capfd):
+    monkeypatch.setenv("AIRFLOW_VAR_WAIT_FOR", "revenue")  # scheduled from 03-01
+    monkeypatch.setenv("AIRFLOW_VAR_WAIT_DATE", "2026-02-27")
+    run_dag(DAGS.wait, TEN_DAYS[0], expect="failed")
+    assert "not a date the table schedules" in "".join(capfd.readouterr())
 
 
 def test_a_job_launched_by_logbook_backfill_writes_into_its_stage(wh, monkeypatch):
@@ -318,3 +335,5 @@ def test_stale_runs_cover_their_days_in_the_dags_timezone_and_a_chain_runs_one_a
     unchained = StaleRuns(dag_id="d", table="t", dates=days)
     assert "--max-active-runs" not in unchained.backfill_command()
     assert str(StaleRuns(dag_id="d", table="t", dates=())) == "t: nothing to redo for DAG d"
+    blocked = StaleRuns(dag_id="d", table="t", dates=(), chain=True, blocked_by=days[0])
+    assert "2026-03-02 is running" in str(blocked)

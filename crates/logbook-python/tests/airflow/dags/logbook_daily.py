@@ -3,7 +3,8 @@
 ``daily``: orders written from a callable, then revenue as a logbook run
 joining the customers dimension as of the date, the DAG of the README's
 Airflow section. ``clock``: a run whose SQL reads the wall clock.
-``wait``: a sensor on orders. ``tokyo``: orders alone, in a DAG whose
+``wait``: a sensor on orders (or the table the variable ``wait_for`` names;
+the date: the logical date, or the variable ``wait_date``). ``tokyo``: orders alone, in a DAG whose
 timezone is ahead of UTC.
 The warehouse is the Airflow variable ``logbook_warehouse``."""
 
@@ -67,7 +68,13 @@ with DAG("logbook_clock", schedule="@daily", start_date=START, catchup=False) as
 
 with DAG("logbook_wait", schedule="@daily", start_date=START, catchup=False) as wait:
     LogbookPartitionSensor(
-        task_id="orders_complete", warehouse=WAREHOUSE, table="orders", poke_interval=0.1, timeout=1, mode="poke"
+        task_id="upstream_complete",
+        warehouse=WAREHOUSE,
+        table="{{ var.value.get('wait_for', 'orders') }}",
+        date="{{ var.value.get('wait_date', '') }}",
+        poke_interval=0.1,
+        timeout=1,
+        mode="poke",
     )
 
 with DAG("logbook_tokyo", schedule="@daily", start_date=pendulum.datetime(2026, 3, 1, tz="Asia/Tokyo"), catchup=False) as tokyo:
