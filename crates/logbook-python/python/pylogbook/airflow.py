@@ -126,7 +126,18 @@ def _pushed(table: str, day: _dt.date, info: CommitInfo) -> Dict[str, Any]:
     }
 
 
-class LogbookRunOperator(BaseOperator):
+class _Target:
+    """What both operators write to: a table of a warehouse, with the code
+    version recorded and the run class (``None``: from the DAG run)."""
+
+    def _target(self, warehouse: str, table: str, code_version: Optional[str], run_class: Optional[str]) -> None:
+        self.warehouse = warehouse
+        self.table = table
+        self.code_version = code_version
+        self.run_class = run_class
+
+
+class LogbookRunOperator(_Target, BaseOperator):
     """Runs ``sql`` as the logbook run of ``table`` for the task's logical
     date: dimensions resolved as of the date (``dimensions="as-of"``) or
     current (``"current"``), lineage recorded, the partition replaced in
@@ -151,12 +162,9 @@ class LogbookRunOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.warehouse = warehouse
-        self.table = table
+        self._target(warehouse, table, code_version, run_class)
         self.sql = sql
         self.dimensions = dimensions
-        self.code_version = code_version
-        self.run_class = run_class
 
     def execute(self, context: Any) -> Dict[str, Any]:
         day = logical_day(context)
@@ -207,7 +215,7 @@ def _content_digest(table: str, day: _dt.date, code_version: Optional[str], data
     return h.hexdigest()[:32], data
 
 
-class LogbookWriteOperator(PythonOperator):
+class LogbookWriteOperator(_Target, PythonOperator):
     """Replaces ``table``'s partition of the task's logical date with what
     ``python_callable`` returns (a pyarrow Table, a polars or pandas
     DataFrame, a DuckDB relation: anything Arrow), in one commit. The
@@ -231,10 +239,7 @@ class LogbookWriteOperator(PythonOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.warehouse = warehouse
-        self.table = table
-        self.code_version = code_version
-        self.run_class = run_class
+        self._target(warehouse, table, code_version, run_class)
         self._day: Optional[_dt.date] = None
         self._class: Optional[str] = None
 
@@ -250,11 +255,12 @@ class LogbookWriteOperator(PythonOperator):
         assert self._day is not None, "execute sets the date before the callable runs"
         day = self._day
         digest, data = _content_digest(self.table, day, self.code_version, data)
-        table = Warehouse(self.warehouse).table(self.table)
+        wh = Warehouse(self.warehouse)
+        table = wh.table(self.table)
         # Launched by `logbook backfill` into a stage or with an expected
         # version: the write itself obeys them (a skip would not).
         stage, expect = _from_backfill(self.table, day.isoformat(), None, None)
-        done = None if stage or expect else self._written_from(table, day, digest)
+        done = None if stage or expect else self._written_from(wh, table, day, digest)
         if done is not None:
             self.log.info("logbook %s %s: the same rows are already there (version %s)", self.table, day, done.version)
             return _pushed(self.table, day, done)
@@ -269,13 +275,12 @@ class LogbookWriteOperator(PythonOperator):
         self.log.info("logbook %s %s: committed version %s (run %s)", self.table, day, info.version, info.run_id)
         return _pushed(self.table, day, info)
 
-    def _written_from(self, table: Any, day: _dt.date, digest: str) -> Optional[CommitInfo]:
+    def _written_from(self, wh: Warehouse, table: Any, day: _dt.date, digest: str) -> Optional[CommitInfo]:
         """The date's current commit, if a write of the same rows made it and
         the partition is whole (a damaged one is rewritten)."""
         current = next((p for p in table.partitions() if p["date"] == day.isoformat()), None)
         if current is None or not str(current.get("run_id") or "").startswith(f"airflow-{digest}-"):
             return None
-        wh = Warehouse(self.warehouse)
         states = wh.status(self.table, start=day, end=day)
         if not states or states[0]["state"] != "complete":
             return None
