@@ -79,6 +79,10 @@ enum Command {
     Demo(commands::demo::Args),
     /// Serve the warehouse over Arrow Flight SQL (ADBC, JDBC, BI tools), read-only.
     Serve(commands::serve::Args),
+    /// The processes of a cluster that runs logbook SQL on more than one
+    /// machine (Apache Ballista): `logbook sql --cluster df://HOST:PORT`.
+    #[command(subcommand)]
+    Cluster(commands::cluster::Command),
     /// A read-only web UI: partition calendars, why a date is stale,
     /// lineage, the log and stage diffs (http://127.0.0.1:8080).
     Ui(commands::ui::Args),
@@ -87,16 +91,23 @@ enum Command {
 fn main() -> ExitCode {
     // Before any thread starts: keep what scans free for the next file.
     logbook_core::reader::tune_allocator();
-    // Like other Unix tools, stop quietly when the reader of our output goes
-    // away (`logbook partitions t --json | head`) instead of panicking.
-    #[cfg(unix)]
-    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
     let cli = Cli::parse();
     // A server logs a line per query; other commands only warn.
-    let serving = matches!(cli.command, Command::Serve(_) | Command::Ui(_));
+    let serving = matches!(
+        cli.command,
+        Command::Serve(_) | Command::Ui(_) | Command::Cluster(_)
+    );
+    // Like other Unix tools, stop quietly when the reader of our output goes
+    // away (`logbook partitions t --json | head`) instead of panicking. Not
+    // a server: a peer closing its connection while we write to it would
+    // kill the process instead of failing that one write.
+    #[cfg(unix)]
+    if !serving {
+        // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let level = match cli.verbose {
         0 if serving => tracing::Level::INFO,
         0 => tracing::Level::WARN,
@@ -150,5 +161,6 @@ async fn run(cli: Cli) -> Result<(), commands::CliError> {
         Command::Demo(args) => commands::demo::run(&warehouse, args).await,
         Command::Serve(args) => commands::serve::run(warehouse, args).await,
         Command::Ui(args) => commands::ui::run(warehouse, args).await,
+        Command::Cluster(command) => commands::cluster::run(warehouse, command).await,
     }
 }

@@ -19,7 +19,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::{StreamExt, TryStreamExt};
 use logbook_core::reader::{FilePruner, ReadCounters, ReadOptions, ScanHooks};
-use logbook_core::{DataFile, Snapshot, TableSchema, VALID_FROM, VALID_TO};
+use logbook_core::{DataFile, TableFiles, TableSchema, VALID_FROM, VALID_TO};
 
 use crate::prune::{InsideFiles, ScanPredicate};
 
@@ -50,9 +50,42 @@ impl ValidityFilter {
     }
 }
 
+/// What a [`LogbookScanExec`] reads, apart from its table's files: what a plan
+/// sent to another process carries to build the same scan there
+/// ([`LogbookScanExec::parts`], [`LogbookScanExec::from_parts`]). The files
+/// are listed, so a scan built from parts reads exactly the files planned,
+/// whatever was committed since.
+#[derive(Debug, Clone)]
+pub struct ScanParts {
+    /// The schema the query was planned with.
+    pub table_schema: TableSchema,
+    /// The files, one group per output partition.
+    pub groups: Vec<Vec<DataFile>>,
+    /// The schema the scan outputs.
+    pub schema: SchemaRef,
+    /// Which rows of a dimension are returned.
+    pub validity: Option<ValidityFilter>,
+    /// What was pruned to, for display.
+    pub label: String,
+    /// The planned filters row groups and pages are pruned with, over
+    /// [`ScanParts::filter_schema`].
+    pub filters: Vec<Arc<dyn PhysicalExpr>>,
+}
+
+impl ScanParts {
+    /// The schema [`ScanParts::filters`] refer to: the table's columns as
+    /// the scan reads them (view types).
+    pub fn filter_schema(&self) -> SchemaRef {
+        Arc::new(logbook_core::reader::with_view_types(
+            &self.table_schema.arrow_schema(),
+        ))
+    }
+}
+
 /// Reads groups of data files of one snapshot; one output partition per group.
 pub struct LogbookScanExec {
-    snapshot: Snapshot,
+    /// The table and version the files were listed from.
+    source: TableFiles,
     /// The schema the query was planned with; files are adapted to it.
     table_schema: TableSchema,
     groups: Vec<Vec<DataFile>>,
@@ -82,7 +115,7 @@ impl fmt::Debug for LogbookScanExec {
 
 impl LogbookScanExec {
     pub(crate) fn new(
-        snapshot: Snapshot,
+        source: TableFiles,
         table_schema: TableSchema,
         groups: Vec<Vec<DataFile>>,
         schema: SchemaRef,
@@ -105,7 +138,7 @@ impl LogbookScanExec {
             Boundedness::Bounded,
         ));
         Self {
-            snapshot,
+            source,
             table_schema,
             groups,
             schema,
@@ -140,6 +173,47 @@ impl LogbookScanExec {
         ))
     }
 
+    /// The table and version the files were listed from.
+    pub fn source(&self) -> &TableFiles {
+        &self.source
+    }
+
+    /// What this scan reads, to build it again elsewhere.
+    pub fn parts(&self) -> ScanParts {
+        ScanParts {
+            table_schema: self.table_schema.clone(),
+            groups: self.groups.clone(),
+            schema: self.schema.clone(),
+            validity: self.validity,
+            label: self.label.clone(),
+            filters: self
+                .predicate
+                .as_ref()
+                .map(|p| p.conjuncts.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The scan `parts` describe, reading from `source` (the table and
+    /// version the parts were taken from).
+    pub fn from_parts(source: TableFiles, parts: ScanParts) -> Self {
+        let predicate = ScanPredicate::from_conjuncts(
+            parts.filters.clone(),
+            &parts.filter_schema(),
+            parts.table_schema.partition_column(),
+        )
+        .map(Arc::new);
+        Self::new(
+            source,
+            parts.table_schema,
+            parts.groups,
+            parts.schema,
+            parts.validity,
+            parts.label,
+        )
+        .with_predicate(predicate)
+    }
+
     /// Every file this scan will open.
     pub fn files(&self) -> impl Iterator<Item = &DataFile> {
         self.groups.iter().flatten()
@@ -163,8 +237,8 @@ impl DisplayAs for LogbookScanExec {
         write!(
             f,
             "LogbookScanExec: table={}, version={}, {}, files={}",
-            self.snapshot.table_name(),
-            self.snapshot.version(),
+            self.source.table_name(),
+            self.source.version(),
             self.label,
             self.files().count()
         )
@@ -212,9 +286,9 @@ impl ExecutionPlan for LogbookScanExec {
             pruner: self.pruner.clone(),
             counters: Some(self.counters.clone()),
         };
-        let stream =
-            self.snapshot
-                .scan_files_as(&self.table_schema, files, Some(&columns), options, hooks);
+        let stream = self
+            .source
+            .scan_as(&self.table_schema, files, Some(&columns), options, hooks);
         let schema = self.schema.clone();
         let validity = self.validity;
         let out = stream

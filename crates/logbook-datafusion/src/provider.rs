@@ -297,7 +297,7 @@ impl TableProvider for LogbookTableProvider {
             }
         };
         let exec = LogbookScanExec::new(
-            snapshot,
+            snapshot.files(),
             self.schema.clone(),
             groups,
             schema,

@@ -5,6 +5,7 @@
 pub mod alter;
 pub mod apply;
 pub mod backfill;
+pub mod cluster;
 pub mod common;
 pub mod create;
 pub mod demo;
@@ -32,6 +33,8 @@ pub enum CliError {
     Logbook(#[from] logbook_core::Error),
     #[error("{0}")]
     Input(String),
+    #[error(transparent)]
+    Cluster(#[from] logbook_cluster::ClusterError),
     /// The command ran and found or caused failures (check problems, failed dates).
     #[error("{0}")]
     Failed(String),

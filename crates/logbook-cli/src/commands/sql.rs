@@ -40,6 +40,10 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
+    /// Plan here, run on the cluster whose scheduler is at df://HOST:PORT
+    /// (`logbook cluster scheduler`).
+    #[arg(long, value_name = "URL")]
+    cluster: Option<String>,
 }
 
 fn parse_pin(s: &str) -> Result<(String, u64), String> {
@@ -84,15 +88,23 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         point,
         ..Default::default()
     };
+    let cluster = match &args.cluster {
+        Some(url) => Some(logbook_cluster::Cluster::new(url, warehouse)?),
+        None => None,
+    };
     let ctx = session(warehouse, options, None).await.map_err(query_err)?;
+    if let Some(cluster) = &cluster {
+        cluster.configure(&ctx);
+    }
     let df = logbook_datafusion::sql(&ctx, &args.query)
         .await
         .map_err(query_err)?;
     let schema = df.schema().as_arrow().clone();
-    let batches: Vec<RecordBatch> = df
-        .execute_stream()
-        .await
-        .map_err(|e| query_err(e.into()))?
+    let stream = match &cluster {
+        Some(cluster) => cluster.execute(df).await?,
+        None => df.execute_stream().await.map_err(|e| query_err(e.into()))?,
+    };
+    let batches: Vec<RecordBatch> = stream
         .try_collect()
         .await
         .map_err(|e| query_err(e.into()))?;

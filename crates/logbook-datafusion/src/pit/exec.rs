@@ -38,16 +38,20 @@ use super::stream::{collect_and_index, Built, JoinMetrics, Probe};
 
 type SharedBuild = Arc<OnceCell<std::result::Result<Arc<Built>, Arc<DataFusionError>>>>;
 
-/// What a point-in-time join computes, apart from its inputs.
+/// What a point-in-time join computes, apart from its inputs (what a plan
+/// sent to another process carries).
 #[derive(Debug, Clone)]
-struct JoinSpec {
+pub struct JoinSpec {
     /// Equi-join keys: (left expression, right expression).
-    on: Vec<(PhysicalExprRef, PhysicalExprRef)>,
-    validity: Validity,
-    join_type: JoinType,
-    nulls_equal: bool,
+    pub on: Vec<(PhysicalExprRef, PhysicalExprRef)>,
+    /// Where the point and the interval bounds are.
+    pub validity: Validity,
+    /// Inner, or outer on the point side.
+    pub join_type: JoinType,
+    /// Whether null keys match each other.
+    pub nulls_equal: bool,
     /// Output columns as indices into the join schema (none: all).
-    projection: Option<Vec<usize>>,
+    pub projection: Option<Vec<usize>>,
 }
 
 /// A point-in-time join: `on` keys equal and the point inside `[from, to)`.
@@ -105,7 +109,9 @@ impl PointInTimeJoinExec {
         Self::try_new(left, right, spec).map(Some)
     }
 
-    fn try_new(
+    /// The join `spec` describes over `left` and `right` (as
+    /// [`PointInTimeJoinExec::spec`] gave it, with the same inputs).
+    pub fn try_new(
         left: Arc<dyn ExecutionPlan>,
         right: Arc<dyn ExecutionPlan>,
         spec: JoinSpec,
@@ -143,6 +149,11 @@ impl PointInTimeJoinExec {
             metrics: ExecutionPlanMetricsSet::new(),
             properties,
         })
+    }
+
+    /// What this join computes, apart from its inputs.
+    pub fn spec(&self) -> &JoinSpec {
+        &self.spec
     }
 
     fn interval_input(&self) -> &Arc<dyn ExecutionPlan> {

@@ -24,5 +24,5 @@ pub mod rule;
 pub mod slots;
 pub mod stream;
 
-pub use exec::PointInTimeJoinExec;
+pub use exec::{JoinSpec, PointInTimeJoinExec};
 pub use rule::{with_point_in_time_join, PointInTimeJoinRule};

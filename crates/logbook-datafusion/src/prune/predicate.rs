@@ -24,6 +24,9 @@ pub(crate) struct ScanPredicate {
     /// (DataFusion's own Parquet source does the same).
     pub(crate) per_column: Vec<(String, Arc<PruningPredicate>)>,
     pub(crate) counts: PruneCounts,
+    /// The planned filters the predicates were built from (what a plan
+    /// sent to another process carries, to build them again there).
+    pub(crate) conjuncts: Vec<Arc<dyn PhysicalExpr>>,
 }
 
 impl ScanPredicate {
@@ -45,6 +48,16 @@ impl ScanPredicate {
             .flat_map(split_conjunction)
             .filter_map(|e| state.create_physical_expr(e.clone(), &df_schema).ok())
             .collect();
+        Self::from_conjuncts(conjuncts, schema, constant)
+    }
+
+    /// The predicate of planned filters (`new` plans them from a query's
+    /// expressions; a decoded plan has them planned already).
+    pub(crate) fn from_conjuncts(
+        conjuncts: Vec<Arc<dyn PhysicalExpr>>,
+        schema: &SchemaRef,
+        constant: Option<&str>,
+    ) -> Option<Self> {
         if conjuncts.is_empty() {
             return None;
         }
@@ -73,11 +86,12 @@ impl ScanPredicate {
             .into_iter()
             .filter_map(|(name, es)| build(conjunction(es)).map(|p| (name, p)))
             .collect();
-        let whole = build(conjunction(conjuncts))?;
+        let whole = build(conjunction(conjuncts.clone()))?;
         Some(Self {
             whole,
             per_column,
             counts: PruneCounts::default(),
+            conjuncts,
         })
     }
 }

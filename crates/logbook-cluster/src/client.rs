@@ -1,0 +1,107 @@
+//! Running a query on a cluster: planned here, executed there.
+//!
+//! The query is planned in this process, as without a cluster: tables are
+//! opened, every version read is fixed (`snapshot()` and pins included),
+//! `logical_date()` is folded to its date and wall-clock functions are
+//! refused in a run. The physical plan goes to the scheduler
+//! ([`ballista_core::execution_plans::execute_physical_plan`]), whose
+//! executors read exactly the files this plan lists: a commit landing
+//! after planning changes nothing the query reads.
+//!
+//! Alternative not taken: sending the logical plan and letting the
+//! scheduler plan it. The scheduler would then open the tables itself, at
+//! whatever version is newest when it gets there, and need logbook's
+//! session (table functions, run context) rebuilt from key/value settings,
+//! which Ballista drops silently for extensions it does not know.
+
+use std::sync::Arc;
+
+use ballista_core::config::BallistaConfig;
+use ballista_core::execution_plans::execute_physical_plan;
+use ballista_core::extension::SessionConfigExt;
+use datafusion::dataframe::DataFrame;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::prelude::SessionContext;
+use datafusion_proto::protobuf::PhysicalPlanNode;
+use logbook_core::Warehouse;
+
+use crate::codec::LogbookCodec;
+use crate::error::ClusterError;
+
+/// A Ballista cluster, reached through its scheduler.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// `http://host:port`.
+    scheduler: String,
+    codec: Arc<LogbookCodec>,
+    /// One Ballista session per client: the scheduler keeps its settings.
+    session_id: String,
+    partitions: usize,
+}
+
+impl Cluster {
+    /// The cluster whose scheduler is at `url` (`df://host:port`), for
+    /// queries over `warehouse`. Nothing is contacted until a query runs.
+    pub fn new(url: &str, warehouse: &Warehouse) -> Result<Self, ClusterError> {
+        let address = url.strip_prefix("df://").ok_or_else(|| {
+            ClusterError::Config(format!(
+                "cluster address {url:?}: write the scheduler as df://HOST:PORT"
+            ))
+        })?;
+        let port_ok = address
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if !port_ok {
+            return Err(ClusterError::Config(format!(
+                "cluster address {url:?}: write the scheduler as df://HOST:PORT"
+            )));
+        }
+        Ok(Self {
+            scheduler: format!("http://{address}"),
+            codec: Arc::new(LogbookCodec::new(warehouse.clone())),
+            session_id: uuid::Uuid::new_v4().to_string(),
+            partitions: DEFAULT_PARTITIONS,
+        })
+    }
+
+    /// Scans are split into at most `n` tasks each (default
+    /// [`DEFAULT_PARTITIONS`]); more tasks than the cluster has cores
+    /// balance uneven files.
+    pub fn with_partitions(mut self, n: usize) -> Self {
+        self.partitions = n.max(1);
+        self
+    }
+
+    /// Configure `ctx` (a logbook session) for plans this cluster runs:
+    /// Ballista's settings (no round-robin repartitioning, whose partitions
+    /// a stage cannot fetch) and the cluster's task count.
+    pub fn configure(&self, ctx: &SessionContext) {
+        let state = ctx.state_ref();
+        let mut state = state.write();
+        let config = state
+            .config()
+            .clone()
+            .upgrade_for_ballista()
+            .with_target_partitions(self.partitions);
+        *state.config_mut() = config;
+    }
+
+    /// Plan `df` here and run it on the cluster, streaming its rows.
+    pub async fn execute(&self, df: DataFrame) -> Result<SendableRecordBatchStream, ClusterError> {
+        let config = df.task_ctx().session_config().clone();
+        let plan = df.create_physical_plan().await?;
+        let stream = execute_physical_plan::<PhysicalPlanNode>(
+            self.scheduler.clone(),
+            &BallistaConfig::default(),
+            plan,
+            self.codec.as_ref(),
+            self.session_id.clone(),
+            config,
+        )
+        .await?;
+        Ok(stream)
+    }
+}
+
+/// Tasks a scan is split into unless [`Cluster::with_partitions`] says.
+pub const DEFAULT_PARTITIONS: usize = 16;

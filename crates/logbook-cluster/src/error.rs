@@ -1,0 +1,56 @@
+//! What can go wrong starting or reaching a cluster, by what to do about it.
+
+/// A cluster process that cannot start, or a query the cluster could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// A cluster address or option is wrong: fix the command line.
+    #[error("{0}")]
+    Config(String),
+    /// The warehouse cannot be read from this process (start-up check):
+    /// fix the URI or this machine's credentials.
+    #[error("cannot reach the warehouse at {uri} from this {process}: {source}")]
+    Warehouse {
+        /// The warehouse URI.
+        uri: String,
+        /// `scheduler`, `executor` or `client`.
+        process: &'static str,
+        /// What reading it said.
+        source: logbook_core::Error,
+    },
+    /// Ballista failed: the scheduler or an executor could not be reached,
+    /// or a task failed past its retries.
+    #[error("cluster: {0}")]
+    Ballista(String),
+    /// Planning the query failed (as it would without a cluster).
+    #[error(transparent)]
+    Query(#[from] logbook_datafusion::QueryError),
+}
+
+impl From<ballista_core::error::BallistaError> for ClusterError {
+    fn from(e: ballista_core::error::BallistaError) -> Self {
+        ClusterError::Ballista(e.to_string())
+    }
+}
+
+impl From<datafusion::error::DataFusionError> for ClusterError {
+    fn from(e: datafusion::error::DataFusionError) -> Self {
+        ClusterError::Ballista(e.to_string())
+    }
+}
+
+/// Fails unless `warehouse` can be listed from this process: a scheduler or
+/// executor says so at start-up rather than at its first task.
+pub(crate) async fn check_warehouse(
+    warehouse: &logbook_core::Warehouse,
+    process: &'static str,
+) -> Result<(), ClusterError> {
+    warehouse
+        .list_table_dirs()
+        .await
+        .map(|_| ())
+        .map_err(|source| ClusterError::Warehouse {
+            uri: warehouse.location().uri().to_string(),
+            process,
+            source,
+        })
+}

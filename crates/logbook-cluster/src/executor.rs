@@ -1,0 +1,97 @@
+//! `logbook cluster executor`: Ballista's executor with logbook's codec.
+//!
+//! An executor registers with the scheduler, runs the tasks it is given
+//! and serves their outputs (shuffle files, results) over Arrow Flight. It
+//! reads the listed files of logbook's scans from the warehouse it opened
+//! itself, with this machine's credentials, and checks at start-up that it
+//! can.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballista_executor::executor_process::{start_executor_process, ExecutorProcessConfig};
+use logbook_core::Warehouse;
+
+use crate::codec::LogbookCodec;
+use crate::error::{check_warehouse, ClusterError};
+
+/// How an executor is run.
+#[derive(Debug, Clone)]
+pub struct ExecutorOptions {
+    /// The scheduler's address.
+    pub scheduler: SocketAddr,
+    /// Where it serves task outputs (Arrow Flight).
+    pub bind: SocketAddr,
+    /// Where the scheduler pushes tasks (gRPC), on the same host.
+    pub grpc_port: u16,
+    /// Tasks run at once (0: one per core).
+    pub concurrent_tasks: usize,
+    /// Shuffle files; a fresh temporary directory when `None`.
+    pub work_dir: Option<PathBuf>,
+    /// Memory for its tasks' pools, shared by its concurrent tasks (spilling
+    /// beyond it); `None`: Ballista's share of the machine.
+    pub memory_limit: Option<u64>,
+    /// How often it tells the scheduler it is alive.
+    pub heartbeat: Duration,
+}
+
+impl ExecutorOptions {
+    /// Options for an executor of `scheduler` serving on `bind`, tasks
+    /// pushed to the next port.
+    pub fn new(scheduler: SocketAddr, bind: SocketAddr) -> Self {
+        Self {
+            scheduler,
+            bind,
+            grpc_port: bind.port().wrapping_add(1),
+            concurrent_tasks: 0,
+            work_dir: None,
+            memory_limit: None,
+            heartbeat: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Run an executor until the process ends. Fails at once if `warehouse`
+/// cannot be read from here or the scheduler cannot be reached.
+pub async fn run_executor(
+    warehouse: Warehouse,
+    options: ExecutorOptions,
+) -> Result<(), ClusterError> {
+    check_warehouse(&warehouse, "executor").await?;
+    // Kept until the executor stops: its shuffle files live here.
+    let temp = match &options.work_dir {
+        Some(_) => None,
+        None => Some(tempfile::tempdir().map_err(|e| {
+            ClusterError::Config(format!("cannot make the executor's work directory: {e}"))
+        })?),
+    };
+    let work_dir = options
+        .work_dir
+        .clone()
+        .or_else(|| temp.as_ref().map(|t| t.path().to_path_buf()))
+        .map(|p| p.to_string_lossy().into_owned());
+    let config = ExecutorProcessConfig {
+        bind_host: options.bind.ip().to_string(),
+        external_host: Some(options.bind.ip().to_string()),
+        port: options.bind.port(),
+        grpc_port: options.grpc_port,
+        scheduler_host: options.scheduler.ip().to_string(),
+        scheduler_port: options.scheduler.port(),
+        vcores: options.concurrent_tasks,
+        work_dir,
+        memory_pool_size: options.memory_limit,
+        executor_heartbeat_interval_seconds: options.heartbeat.as_secs().max(1),
+        override_physical_codec: Some(Arc::new(LogbookCodec::new(warehouse))),
+        ..ExecutorProcessConfig::default()
+    };
+    tracing::info!(
+        bind = %options.bind,
+        scheduler = %options.scheduler,
+        "logbook cluster executor starting"
+    );
+    start_executor_process(Arc::new(config)).await?;
+    drop(temp);
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! `logbook cluster scheduler`: Ballista's scheduler with logbook's codec.
+//!
+//! The scheduler receives physical plans planned by clients (every table
+//! version already pinned), cuts them into stages at their shuffles and
+//! hands tasks to executors; a task lost with its executor is run again
+//! elsewhere, up to `task_max_failures` times. It decodes logbook's nodes,
+//! so it opens the warehouse too (and says so at start-up if it cannot).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballista_scheduler::cluster::BallistaCluster;
+use ballista_scheduler::config::SchedulerConfig;
+use logbook_core::Warehouse;
+
+use crate::codec::LogbookCodec;
+use crate::error::{check_warehouse, ClusterError};
+
+/// How a scheduler is run.
+#[derive(Debug, Clone)]
+pub struct SchedulerOptions {
+    /// Where it listens for clients and executors.
+    pub bind: SocketAddr,
+    /// An executor silent this long is taken for lost: its tasks run again
+    /// elsewhere. (Ballista's default is 180 s.)
+    pub executor_timeout: Duration,
+    /// How many times a task may fail before its query fails.
+    pub task_max_failures: usize,
+}
+
+impl SchedulerOptions {
+    /// Options listening on `bind`, with Ballista's timeouts.
+    pub fn new(bind: SocketAddr) -> Self {
+        Self {
+            bind,
+            executor_timeout: Duration::from_secs(180),
+            task_max_failures: 4,
+        }
+    }
+}
+
+/// Run a scheduler until the process ends. Fails at once if `warehouse`
+/// cannot be read from here or the address cannot be bound.
+pub async fn run_scheduler(
+    warehouse: Warehouse,
+    options: SchedulerOptions,
+) -> Result<(), ClusterError> {
+    check_warehouse(&warehouse, "scheduler").await?;
+    let timeout = options.executor_timeout.as_secs().max(1);
+    let config = SchedulerConfig {
+        bind_host: options.bind.ip().to_string(),
+        bind_port: options.bind.port(),
+        external_host: options.bind.ip().to_string(),
+        executor_timeout_seconds: timeout,
+        no_executors_grace_period_seconds: timeout,
+        expire_dead_executor_interval_seconds: (timeout / 4).clamp(1, 15),
+        task_max_failures: options.task_max_failures,
+        override_physical_codec: Some(Arc::new(LogbookCodec::for_scheduler(warehouse))),
+        ..SchedulerConfig::default()
+    };
+    let cluster = BallistaCluster::new_from_config(&config).await?;
+    tracing::info!(bind = %options.bind, "logbook cluster scheduler listening");
+    ballista_scheduler::scheduler_process::start_server(cluster, options.bind, Arc::new(config))
+        .await?;
+    Ok(())
+}
