@@ -21,7 +21,8 @@ use ballista_core::execution_plans::execute_physical_plan;
 use ballista_core::extension::SessionConfigExt;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::SendableRecordBatchStream;
-use datafusion::prelude::SessionContext;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::protobuf::PhysicalPlanNode;
 use logbook_core::Warehouse;
 
@@ -43,6 +44,7 @@ impl Cluster {
     /// The cluster whose scheduler is at `url` (`df://host:port`), for
     /// queries over `warehouse`. Nothing is contacted until a query runs.
     pub fn new(url: &str, warehouse: &Warehouse) -> Result<Self, ClusterError> {
+        crate::error::shared(warehouse)?;
         let address = url.strip_prefix("df://").ok_or_else(|| {
             ClusterError::Config(format!(
                 "cluster address {url:?}: write the scheduler as df://HOST:PORT"
@@ -88,18 +90,47 @@ impl Cluster {
 
     /// Plan `df` here and run it on the cluster, streaming its rows.
     pub async fn execute(&self, df: DataFrame) -> Result<SendableRecordBatchStream, ClusterError> {
+        let plan = self.plan(df).await?;
+        self.run(plan).await
+    }
+
+    /// Plan `df` here: every version it reads is fixed now.
+    pub async fn plan(&self, df: DataFrame) -> Result<PlannedQuery, ClusterError> {
         let config = df.task_ctx().session_config().clone();
         let plan = df.create_physical_plan().await?;
+        Ok(PlannedQuery { plan, config })
+    }
+
+    /// Run a planned query on the cluster, streaming its rows: its tasks
+    /// read the versions it was planned with, whatever was committed since.
+    pub async fn run(
+        &self,
+        query: PlannedQuery,
+    ) -> Result<SendableRecordBatchStream, ClusterError> {
         let stream = execute_physical_plan::<PhysicalPlanNode>(
             self.scheduler.clone(),
             &BallistaConfig::default(),
-            plan,
+            query.plan,
             self.codec.as_ref(),
             self.session_id.clone(),
-            config,
+            query.config,
         )
         .await?;
         Ok(stream)
+    }
+}
+
+/// A query planned for a cluster ([`Cluster::plan`]), not yet sent.
+#[derive(Debug)]
+pub struct PlannedQuery {
+    plan: Arc<dyn ExecutionPlan>,
+    config: SessionConfig,
+}
+
+impl PlannedQuery {
+    /// The physical plan the cluster will run.
+    pub fn plan(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.plan
     }
 }
 

@@ -44,6 +44,7 @@ pub(crate) async fn check_warehouse(
     warehouse: &logbook_core::Warehouse,
     process: &'static str,
 ) -> Result<(), ClusterError> {
+    shared(warehouse)?;
     warehouse
         .list_table_dirs()
         .await
@@ -53,4 +54,16 @@ pub(crate) async fn check_warehouse(
             process,
             source,
         })
+}
+
+/// Fails for a warehouse only this process can see (`memory://`): every
+/// process of a cluster reads the same warehouse.
+pub(crate) fn shared(warehouse: &logbook_core::Warehouse) -> Result<(), ClusterError> {
+    let uri = warehouse.location().uri();
+    if uri.starts_with("memory:") {
+        return Err(ClusterError::Config(format!(
+            "the warehouse {uri} lives in one process: a cluster needs one every process can read (a shared directory, s3://, gs://, az://)"
+        )));
+    }
+    Ok(())
 }

@@ -23,7 +23,7 @@ mod scheduled;
 pub mod scheduler;
 mod wire;
 
-pub use client::Cluster;
+pub use client::{Cluster, PlannedQuery};
 pub use codec::LogbookCodec;
 pub use error::ClusterError;
 pub use executor::{run_executor, ExecutorOptions};

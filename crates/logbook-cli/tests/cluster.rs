@@ -1,0 +1,447 @@
+//! `logbook cluster`: a scheduler and two executors as real processes on
+//! loopback, answering the analyst workload exactly as one process does.
+
+use std::io::Write as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::*;
+
+const DAYS: u32 = 8;
+const PER_DAY: u64 = 375_000;
+const CUSTOMERS: u64 = 20_000;
+
+/// A free loopback port (bound and released: the process binds it next).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Processes killed when the test ends, whatever happens.
+struct Processes {
+    children: Vec<(String, Child)>,
+    logs: PathBuf,
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Processes {
+    fn start(&mut self, name: &str, wh: &Path, args: &[&str]) {
+        let log = std::fs::File::create(self.logs.join(format!("{name}.log"))).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_logbook"))
+            .arg("--warehouse")
+            .arg(wh)
+            .args(args)
+            .env_remove("LOGBOOK_WAREHOUSE")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start logbook");
+        self.children.push((name.to_string(), child));
+    }
+
+    fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.logs.join(format!("{name}.log"))).unwrap_or_default()
+    }
+
+    /// Wait until `name`'s log says `what` (or fail with the log).
+    fn wait_for(&self, name: &str, what: &str) {
+        let start = Instant::now();
+        while !self.log(name).contains(what) {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{name} did not say {what:?}:\n{}",
+                self.log(name)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn kill(&mut self, name: &str) {
+        let (_, child) = self.children.iter_mut().find(|(n, _)| n == name).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
+
+/// A scheduler and `executors` executors (one task at a time each) over
+/// `wh`, each executor with its own work directory under `dir`.
+struct TestCluster {
+    processes: Processes,
+    url: String,
+}
+
+fn start_cluster(dir: &Path, wh: &Path, executors: usize) -> TestCluster {
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let mut processes = Processes {
+        children: Vec::new(),
+        logs,
+    };
+    let scheduler = format!("127.0.0.1:{}", free_port());
+    processes.start(
+        "scheduler",
+        wh,
+        &[
+            "cluster",
+            "scheduler",
+            "--bind",
+            &scheduler,
+            "--executor-timeout",
+            "5s",
+        ],
+    );
+    processes.wait_for("scheduler", "listening");
+    for i in 0..executors {
+        let work = dir.join(format!("executor-{i}"));
+        std::fs::create_dir_all(&work).unwrap();
+        let bind = format!("127.0.0.1:{}", free_port());
+        let grpc = free_port().to_string();
+        processes.start(
+            &format!("executor-{i}"),
+            wh,
+            &[
+                "cluster",
+                "executor",
+                "--scheduler",
+                &scheduler,
+                "--bind",
+                &bind,
+                "--grpc-port",
+                &grpc,
+                "--concurrent-tasks",
+                "1",
+                "--heartbeat",
+                "1s",
+                "--work-dir",
+                work.to_str().unwrap(),
+            ],
+        );
+    }
+    for i in 0..executors {
+        processes.wait_for(&format!("executor-{i}"), "registration succeed");
+    }
+    TestCluster {
+        processes,
+        url: format!("df://{scheduler}"),
+    }
+}
+
+fn day(i: u32) -> String {
+    format!("2026-01-{:02}", i + 1)
+}
+
+/// 3M orders over 8 days (integer amounts: sums are exact in any order)
+/// and a customer dimension whose regions move on day 4.
+fn analyst_warehouse(dir: &Path) -> PathBuf {
+    let wh = dir.join("wh");
+    ok(&logbook(
+        &wh,
+        &[
+            "create",
+            "orders",
+            "--schema",
+            "date:date,order_id:int64,customer:int64,amount:int64",
+            "--partition-by",
+            "date",
+        ],
+    ));
+    for i in 0..DAYS {
+        let sql = format!(
+            "SELECT logical_date() AS date, value + {offset} AS order_id, (value * 7919) % {CUSTOMERS} AS customer, (value * 7) % 10000 AS amount FROM range(0, {PER_DAY})",
+            offset = u64::from(i) * PER_DAY
+        );
+        ok(&logbook(
+            &wh,
+            &["run", "orders", "--date", &day(i), "--sql", &sql],
+        ));
+    }
+    ok(&logbook(
+        &wh,
+        &[
+            "create",
+            "customers",
+            "--schema",
+            "customer:int64,region:string",
+            "--scd2",
+            "--key",
+            "customer",
+        ],
+    ));
+    let regions = ["Berlin", "Hamburg", "Munich", "Cologne"];
+    let states = |path: &Path, step: u64, shift: usize| {
+        let mut f = std::fs::File::create(path).unwrap();
+        writeln!(f, "customer,region").unwrap();
+        for c in (0..CUSTOMERS).step_by(step as usize) {
+            writeln!(f, "{c},{}", regions[(c as usize + shift) % regions.len()]).unwrap();
+        }
+    };
+    let first = dir.join("customers-1.csv");
+    states(&first, 1, 0);
+    let moved = dir.join("customers-2.csv");
+    states(&moved, 3, 1);
+    for (effective, file) in [("2026-01-01", &first), ("2026-01-04", &moved)] {
+        ok(&logbook(
+            &wh,
+            &[
+                "apply",
+                "customers",
+                "--effective",
+                effective,
+                file.to_str().unwrap(),
+            ],
+        ));
+    }
+    wh
+}
+
+/// The analyst workload of `benches/compare/analyst_queries.json` on this
+/// data, each with an ORDER BY so that answers compare as text; and the
+/// arguments each runs with.
+fn workload() -> Vec<(&'static str, String, Vec<String>)> {
+    let one_day = day(5);
+    let as_of = vec!["--logical-date".to_string(), one_day.clone()];
+    vec![
+        ("point lookup", "SELECT * FROM orders WHERE order_id = 1234567".into(), vec![]),
+        (
+            "selective range",
+            "SELECT count(*) AS n, sum(amount) AS revenue FROM orders WHERE order_id BETWEEN 1000000 AND 1200000".into(),
+            vec![],
+        ),
+        (
+            "top 10 customers",
+            "SELECT customer, sum(amount) AS revenue FROM orders WHERE date BETWEEN DATE '2026-01-02' AND DATE '2026-01-07' GROUP BY customer ORDER BY revenue DESC, customer LIMIT 10".into(),
+            vec![],
+        ),
+        (
+            "distinct per day",
+            "SELECT date, count(DISTINCT customer) AS customers FROM orders GROUP BY 1 ORDER BY 1".into(),
+            vec![],
+        ),
+        (
+            "as-of one date",
+            "SELECT c.region, sum(o.amount) AS revenue FROM orders o JOIN customers c ON o.customer = c.customer WHERE o.date = logical_date() GROUP BY c.region ORDER BY 1".into(),
+            as_of,
+        ),
+        (
+            "as-of range join",
+            "SELECT o.date, c.region, sum(o.amount) AS revenue, count(*) AS n FROM orders o JOIN customers c ON o.customer = c.customer AND o.date >= c.valid_from AND (c.valid_to IS NULL OR o.date < c.valid_to) GROUP BY o.date, c.region ORDER BY 1, 2".into(),
+            vec![],
+        ),
+        (
+            "wide one date",
+            format!("SELECT * FROM orders WHERE date = DATE '{one_day}' AND customer < 200 ORDER BY order_id"),
+            vec![],
+        ),
+        (
+            "time travel",
+            "SELECT count(*) AS n, sum(amount) AS revenue FROM snapshot('orders', 3)".into(),
+            vec![],
+        ),
+    ]
+}
+
+fn sql(wh: &Path, query: &str, extra: &[String], cluster: Option<&str>) -> String {
+    let mut args = vec!["sql", query, "--format", "csv"];
+    args.extend(extra.iter().map(String::as_str));
+    if let Some(url) = cluster {
+        args.extend(["--cluster", url]);
+    }
+    ok(&logbook(wh, &args))
+}
+
+/// A cluster process's refusal: exit 1, the reason on stderr (after its
+/// log lines), no panic.
+fn refused_at_start(out: &std::process::Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err.lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_else(|| panic!("no error line: {err}"))
+        .to_string()
+}
+
+#[test]
+fn a_scheduler_and_two_executors_answer_the_analyst_workload_as_one_process_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = analyst_warehouse(dir.path());
+    let cluster = start_cluster(dir.path(), &wh, 2);
+    for (name, query, extra) in workload() {
+        let local = sql(&wh, &query, &extra, None);
+        let distributed = sql(&wh, &query, &extra, Some(&cluster.url));
+        assert!(local.lines().count() > 1, "{name}: no rows to compare");
+        assert_eq!(distributed, local, "{name}: {query}");
+    }
+    for i in 0..2 {
+        let log = cluster.processes.log(&format!("executor-{i}"));
+        let tasks = log.matches("Finished task").count();
+        assert!(tasks > 0, "executor {i} ran no task:\n{log}");
+    }
+}
+
+#[test]
+fn an_executor_killed_mid_query_gives_the_right_answer_or_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = analyst_warehouse(dir.path());
+    let mut cluster = start_cluster(dir.path(), &wh, 2);
+    let query = workload()
+        .into_iter()
+        .find(|(name, _, _)| *name == "as-of range join")
+        .unwrap()
+        .1;
+    let local = sql(&wh, &query, &[], None);
+    let child = Command::new(env!("CARGO_BIN_EXE_logbook"))
+        .arg("--warehouse")
+        .arg(&wh)
+        .args(["sql", &query, "--format", "csv", "--cluster", &cluster.url])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kill executor 1 once it has started a task of this query.
+    cluster.processes.wait_for("executor-1", "Execute task");
+    cluster.processes.kill("executor-1");
+    let out = child.wait_with_output().unwrap();
+    if out.status.success() {
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), local);
+        // Answered after the scheduler gave the lost executor's task to the
+        // other one (not before the kill mattered).
+        let log = cluster.processes.log("scheduler");
+        assert!(log.contains("on lost Executor"), "{log}");
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with("error: ") && !err.contains("panicked"),
+            "{err}"
+        );
+    }
+    // The cluster still answers with the executor left.
+    assert_eq!(sql(&wh, &query, &[], Some(&cluster.url)), local);
+}
+
+#[test]
+fn a_cluster_process_that_cannot_reach_the_warehouse_says_so_at_start_up() {
+    // An S3 endpoint nothing listens on: every request is refused.
+    for process in ["scheduler", "executor"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_logbook"))
+            .args(["--warehouse", "s3://nobucket/wh", "cluster", process])
+            .args(["--bind", "127.0.0.1:0"])
+            .env_remove("LOGBOOK_WAREHOUSE")
+            .env("AWS_ENDPOINT", format!("http://127.0.0.1:{}", free_port()))
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .output()
+            .unwrap();
+        let err = refused_at_start(&out);
+        assert!(
+            err.contains(&format!(
+                "cannot reach the warehouse at s3://nobucket/wh from this {process}"
+            )),
+            "{err}"
+        );
+    }
+    // A warehouse in one process's memory cannot be a cluster's.
+    let out = Command::new(env!("CARGO_BIN_EXE_logbook"))
+        .args(["--warehouse", "memory://", "cluster", "scheduler"])
+        .args(["--bind", "127.0.0.1:0"])
+        .env_remove("LOGBOOK_WAREHOUSE")
+        .output()
+        .unwrap();
+    let err = refused_at_start(&out);
+    assert!(err.contains("lives in one process"), "{err}");
+}
+
+#[test]
+fn a_cluster_address_that_is_not_df_host_port_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let err = refused(&logbook(
+        &wh,
+        &["sql", "SELECT 1", "--cluster", "http://127.0.0.1:50050"],
+    ));
+    assert!(err.contains("df://HOST:PORT"), "{err}");
+}
+
+/// Rows as text, sorted (batches from a cluster come in any order).
+fn rows(batches: &[arrow_array::RecordBatch]) -> Vec<String> {
+    let mut out: Vec<String> = batches
+        .iter()
+        .flat_map(|b| {
+            (0..b.num_rows()).map(move |r| {
+                b.columns()
+                    .iter()
+                    .map(|c| arrow_cast::display::array_value_to_string(c, r).unwrap())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_commit_landing_between_planning_and_execution_changes_nothing_the_query_reads() {
+    use futures::TryStreamExt;
+    use logbook_datafusion::{session, QueryOptions};
+
+    let dir = tempfile::tempdir().unwrap();
+    let wh = analyst_warehouse(dir.path());
+    let cluster = start_cluster(dir.path(), &wh, 2);
+    let query = "SELECT date, count(*) AS n, sum(amount) AS revenue FROM orders GROUP BY date";
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let warehouse = logbook_core::Warehouse::open(wh.to_str().unwrap()).unwrap();
+        let local = session(&warehouse, QueryOptions::default(), None)
+            .await
+            .unwrap();
+        let before = logbook_datafusion::sql(&local, query)
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+
+        let client = logbook_cluster::Cluster::new(&cluster.url, &warehouse).unwrap();
+        let ctx = session(&warehouse, QueryOptions::default(), None)
+            .await
+            .unwrap();
+        client.configure(&ctx);
+        let df = logbook_datafusion::sql(&ctx, query).await.unwrap();
+        let planned = client.plan(df).await.unwrap();
+
+        // Day 2 replaced by one row between planning and execution.
+        let sql = "SELECT logical_date() AS date, 1 AS order_id, 1 AS customer, 5 AS amount";
+        ok(&logbook(
+            &wh,
+            &["run", "orders", "--date", &day(1), "--sql", sql],
+        ));
+        let after = logbook_datafusion::sql(&local, query)
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_ne!(rows(&after), rows(&before), "the commit changed nothing");
+
+        let stream = client.run(planned).await.unwrap();
+        let got: Vec<_> = stream.try_collect().await.unwrap();
+        assert_eq!(rows(&got), rows(&before));
+    });
+}
