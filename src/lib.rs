@@ -12,3 +12,6 @@ pub use logbook_datafusion as query;
 
 /// The Arrow Flight SQL server (`logbook serve`).
 pub use logbook_flight as flight;
+
+/// logbook SQL on an Apache Ballista cluster (`logbook cluster`).
+pub use logbook_cluster as cluster;

@@ -1,5 +1,6 @@
 //! Integration tests, in one binary so heavy dependencies link once.
 
+mod cluster_codec;
 mod commit_cost;
 mod commit_retry;
 mod common;
