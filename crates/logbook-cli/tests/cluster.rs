@@ -286,11 +286,71 @@ fn a_scheduler_and_two_executors_answer_the_analyst_workload_as_one_process_does
         assert!(local.lines().count() > 1, "{name}: no rows to compare");
         assert_eq!(distributed, local, "{name}: {query}");
     }
-    for i in 0..2 {
-        let log = cluster.processes.log(&format!("executor-{i}"));
-        let tasks = log.matches("Finished task").count();
-        assert!(tasks > 0, "executor {i} ran no task:\n{log}");
+    let tasks = |cluster: &TestCluster| -> Vec<usize> {
+        (0..2)
+            .map(|i| {
+                let log = cluster.processes.log(&format!("executor-{i}"));
+                log.matches("Finished task").count()
+            })
+            .collect()
+    };
+    let before = tasks(&cluster);
+    assert!(
+        before.iter().all(|&n| n > 0),
+        "an executor ran no task: {before:?}"
+    );
+
+    // `serve --cluster`: a Flight SQL client's queries run on the cluster.
+    let mut cluster = cluster;
+    let listen = format!("127.0.0.1:{}", free_port());
+    let url = cluster.url.clone();
+    cluster.processes.start(
+        "serve",
+        &wh,
+        &["serve", "--listen", &listen, "--cluster", &url],
+    );
+    cluster.processes.wait_for("serve", "serving Flight SQL");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for (name, query, extra) in workload() {
+        if !extra.is_empty() || name == "wide one date" {
+            continue;
+        }
+        let local = sql(&wh, &query, &[], None);
+        let served = runtime.block_on(flight_query(&listen, &query));
+        assert_eq!(served, csv_rows(&local), "{name} through serve --cluster");
     }
+    let after = tasks(&cluster);
+    assert!(
+        after.iter().sum::<usize>() > before.iter().sum::<usize>(),
+        "serve ran its queries itself: {before:?} -> {after:?}"
+    );
+}
+
+/// The rows of `sql` through a Flight SQL server at `addr`, sorted, as CSV
+/// lines.
+async fn flight_query(addr: &str, sql: &str) -> Vec<String> {
+    use arrow_flight::sql::client::FlightSqlServiceClient;
+    use futures::TryStreamExt;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = FlightSqlServiceClient::new(channel);
+    let info = client.execute(sql.to_string(), None).await.unwrap();
+    let mut batches = Vec::new();
+    for ep in info.endpoint {
+        let stream = client.do_get(ep.ticket.unwrap()).await.unwrap();
+        batches.extend(stream.try_collect::<Vec<_>>().await.unwrap());
+    }
+    rows(&batches)
+}
+
+/// The rows of `sql --format csv` output, sorted, without the header.
+fn csv_rows(out: &str) -> Vec<String> {
+    let mut rows: Vec<String> = out.lines().skip(1).map(str::to_string).collect();
+    rows.sort();
+    rows
 }
 
 #[test]
@@ -422,7 +482,6 @@ fn a_commit_landing_between_planning_and_execution_changes_nothing_the_query_rea
         let ctx = session(&warehouse, QueryOptions::default(), None)
             .await
             .unwrap();
-        client.configure(&ctx);
         let df = logbook_datafusion::sql(&ctx, query).await.unwrap();
         let planned = client.plan(df).await.unwrap();
 

@@ -22,7 +22,7 @@ use ballista_core::extension::SessionConfigExt;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::prelude::SessionConfig;
 use datafusion_proto::protobuf::PhysicalPlanNode;
 use logbook_core::Warehouse;
 
@@ -74,30 +74,25 @@ impl Cluster {
         self
     }
 
-    /// Configure `ctx` (a logbook session) for plans this cluster runs:
-    /// Ballista's settings (no round-robin repartitioning, whose partitions
-    /// a stage cannot fetch) and the cluster's task count.
-    pub fn configure(&self, ctx: &SessionContext) {
-        let state = ctx.state_ref();
-        let mut state = state.write();
-        let config = state
-            .config()
-            .clone()
-            .upgrade_for_ballista()
-            .with_target_partitions(self.partitions);
-        *state.config_mut() = config;
-    }
-
     /// Plan `df` here and run it on the cluster, streaming its rows.
     pub async fn execute(&self, df: DataFrame) -> Result<SendableRecordBatchStream, ClusterError> {
         let plan = self.plan(df).await?;
         self.run(plan).await
     }
 
-    /// Plan `df` here: every version it reads is fixed now.
+    /// Plan `df` here: every version it reads is fixed now. The physical
+    /// plan is made with Ballista's settings (no round-robin
+    /// repartitioning, whose partitions another stage cannot fetch) and the
+    /// cluster's task count.
     pub async fn plan(&self, df: DataFrame) -> Result<PlannedQuery, ClusterError> {
-        let config = df.task_ctx().session_config().clone();
-        let plan = df.create_physical_plan().await?;
+        let (mut state, logical) = df.into_parts();
+        let config = state
+            .config()
+            .clone()
+            .upgrade_for_ballista()
+            .with_target_partitions(self.partitions);
+        *state.config_mut() = config.clone();
+        let plan = state.create_physical_plan(&logical).await?;
         Ok(PlannedQuery { plan, config })
     }
 
@@ -115,7 +110,8 @@ impl Cluster {
             self.session_id.clone(),
             query.config,
         )
-        .await?;
+        .await
+        .map_err(|e| ClusterError::Ballista(e.strip_backtrace()))?;
         Ok(stream)
     }
 }

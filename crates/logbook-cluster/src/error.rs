@@ -23,17 +23,11 @@ pub enum ClusterError {
     Ballista(String),
     /// Planning the query failed (as it would without a cluster).
     #[error(transparent)]
-    Query(#[from] logbook_datafusion::QueryError),
+    Plan(#[from] datafusion::error::DataFusionError),
 }
 
 impl From<ballista_core::error::BallistaError> for ClusterError {
     fn from(e: ballista_core::error::BallistaError) -> Self {
-        ClusterError::Ballista(e.to_string())
-    }
-}
-
-impl From<datafusion::error::DataFusionError> for ClusterError {
-    fn from(e: datafusion::error::DataFusionError) -> Self {
         ClusterError::Ballista(e.to_string())
     }
 }

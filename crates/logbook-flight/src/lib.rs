@@ -71,6 +71,9 @@ pub struct ServerOptions {
     pub max_kept_plans: usize,
     /// Where session ids and prepared-statement handles come from.
     pub ids: Arc<dyn IdGenerator>,
+    /// Run queries on this cluster (planned here, at the versions read
+    /// here); `None`: in this process.
+    pub cluster: Option<logbook_cluster::Cluster>,
 }
 
 impl Default for ServerOptions {
@@ -83,6 +86,7 @@ impl Default for ServerOptions {
             max_prepared_statements: 10_000,
             max_kept_plans: 256,
             ids: Arc::new(UuidV7),
+            cluster: None,
         }
     }
 }

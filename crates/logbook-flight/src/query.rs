@@ -213,6 +213,16 @@ fn logbook_status(e: &logbook_core::Error) -> Status {
 }
 
 /// A DataFusion error: planning mistakes are the client's to fix.
+/// A query the cluster could not take or run: planning errors as without
+/// a cluster, the rest "unavailable" (the client may retry).
+pub fn cluster_status(e: logbook_cluster::ClusterError) -> Status {
+    use logbook_cluster::ClusterError;
+    match e {
+        ClusterError::Plan(e) => datafusion_status(e),
+        other => Status::unavailable(other.to_string()),
+    }
+}
+
 pub fn datafusion_status(e: DataFusionError) -> Status {
     if let Some(inner) = find_logbook(&e) {
         return logbook_status(inner);

@@ -40,7 +40,8 @@ use crate::metadata;
 use crate::planned::{PlannedStatements, PLAN_TTL};
 use crate::prepared::PreparedStatements;
 use crate::query::{
-    datafusion_status, number_placeholders, parameter_schema, plan, plan_at, Planned, TicketBody,
+    cluster_status, datafusion_status, number_placeholders, parameter_schema, plan, plan_at,
+    Planned, TicketBody,
 };
 use crate::results::{flight_stream, QueryLog};
 use crate::sessions::Sessions;
@@ -62,6 +63,8 @@ struct Shared {
     slots: Arc<Semaphore>,
     max_concurrent_queries: usize,
     max_result_rows: u64,
+    /// Where queries run, when not here.
+    cluster: Option<logbook_cluster::Cluster>,
     sql_info: SqlInfoData,
 }
 
@@ -86,6 +89,7 @@ impl LogbookFlightSql {
             slots: Arc::new(Semaphore::new(options.max_concurrent_queries)),
             max_concurrent_queries: options.max_concurrent_queries,
             max_result_rows: options.max_result_rows,
+            cluster: options.cluster.clone(),
             sql_info: metadata::sql_info(),
         }))
     }
@@ -123,7 +127,10 @@ impl LogbookFlightSql {
             tracing::info!(client = %log.client, sql = %log.sql, error = %e.message(), "query refused");
         })?;
         let schema = df.schema().as_arrow().clone();
-        let stream = df.execute_stream().await.map_err(datafusion_status)?;
+        let stream = match &self.0.cluster {
+            Some(cluster) => cluster.execute(df).await.map_err(cluster_status)?,
+            None => df.execute_stream().await.map_err(datafusion_status)?,
+        };
         // Streaming: a retry from here on plans again.
         if let Some(id) = kept {
             self.0.planned.forget(id);

@@ -30,6 +30,10 @@ pub struct Args {
     /// Rows one result may have.
     #[arg(long, default_value_t = 100_000_000)]
     max_result_rows: u64,
+    /// Plan queries here and run them on the cluster whose scheduler is at
+    /// df://HOST:PORT (`logbook cluster scheduler`).
+    #[arg(long, value_name = "URL")]
+    cluster: Option<String>,
 }
 
 pub async fn run(warehouse: Warehouse, args: Args) -> Result<(), CliError> {
@@ -53,8 +57,13 @@ pub async fn run(warehouse: Warehouse, args: Args) -> Result<(), CliError> {
         .await
         .map_err(|e| CliError::Input(format!("cannot listen on {}: {e}", args.listen)))?;
     let addr = listener.local_addr().unwrap_or(args.listen);
+    let cluster = match &args.cluster {
+        Some(url) => Some(logbook_cluster::Cluster::new(url, &warehouse)?),
+        None => None,
+    };
     let options = ServerOptions {
         token,
+        cluster,
         max_concurrent_queries: args.max_concurrent_queries,
         max_result_rows: args.max_result_rows,
         ..ServerOptions::default()
@@ -64,6 +73,7 @@ pub async fn run(warehouse: Warehouse, args: Args) -> Result<(), CliError> {
         warehouse = %warehouse.location().uri(),
         auth = if options.token.is_some() { "bearer token" } else { "none" },
         read_only = args.read_only,
+        cluster = args.cluster.as_deref().unwrap_or("none"),
         "serving Flight SQL"
     );
     // The address on stdout, so scripts that asked for port 0 learn the port.

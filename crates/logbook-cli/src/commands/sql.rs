@@ -93,9 +93,6 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         None => None,
     };
     let ctx = session(warehouse, options, None).await.map_err(query_err)?;
-    if let Some(cluster) = &cluster {
-        cluster.configure(&ctx);
-    }
     let df = logbook_datafusion::sql(&ctx, &args.query)
         .await
         .map_err(query_err)?;
