@@ -99,6 +99,17 @@ pub(crate) fn query(e: QueryError) -> PyErr {
     }
 }
 
+/// A cluster error: a bad address is invalid input, planning errors as
+/// without a cluster, an unreachable cluster or warehouse transient.
+pub(crate) fn cluster(e: logbook_cluster::ClusterError) -> PyErr {
+    use logbook_cluster::ClusterError;
+    match e {
+        ClusterError::Config(msg) => InvalidInputError::new_err(msg),
+        ClusterError::Plan(e) => sql(e),
+        other => TransientError::new_err(other.to_string()),
+    }
+}
+
 /// A DataFusion error; one that wraps a logbook error keeps its kind, and
 /// a storage error is transient.
 pub(crate) fn sql(e: DataFusionError) -> PyErr {

@@ -22,17 +22,25 @@ use crate::table::{launched, Table};
 #[pyclass(module = "pylogbook._native", frozen)]
 pub struct Warehouse {
     pub(crate) inner: logbook_core::Warehouse,
+    /// Where `sql` runs its queries, when not in this process.
+    cluster: Option<logbook_cluster::Cluster>,
 }
 
 #[pymethods]
 impl Warehouse {
     /// Open the warehouse at `uri`: a directory, `file://`, `memory://`,
     /// `s3://`, `gs://` or `az://` (credentials from the usual variables).
+    /// With `cluster="df://HOST:PORT"`, `sql` plans here and runs its
+    /// queries on that cluster (`logbook cluster scheduler`).
     #[new]
-    fn new(uri: &str) -> PyResult<Self> {
-        Ok(Self {
-            inner: logbook_core::Warehouse::open(uri).map_err(errors::core)?,
-        })
+    #[pyo3(signature = (uri, cluster=None))]
+    fn new(uri: &str, cluster: Option<&str>) -> PyResult<Self> {
+        let inner = logbook_core::Warehouse::open(uri).map_err(errors::core)?;
+        let cluster = cluster
+            .map(|url| logbook_cluster::Cluster::new(url, &inner))
+            .transpose()
+            .map_err(errors::cluster)?;
+        Ok(Self { inner, cluster })
     }
 
     /// Where the warehouse lives.
@@ -143,11 +151,17 @@ impl Warehouse {
             ..Default::default()
         };
         let stream = wait(py, || async {
-            let ctx = session(&self.inner, options, None).await?;
-            let df = logbook_datafusion::sql(&ctx, query).await?;
-            Ok::<_, logbook_datafusion::QueryError>(df.execute_stream().await?)
-        })
-        .map_err(errors::query)?;
+            let ctx = session(&self.inner, options, None)
+                .await
+                .map_err(errors::query)?;
+            let df = logbook_datafusion::sql(&ctx, query)
+                .await
+                .map_err(errors::query)?;
+            match &self.cluster {
+                Some(cluster) => cluster.execute(df).await.map_err(errors::cluster),
+                None => df.execute_stream().await.map_err(errors::sql),
+            }
+        })?;
         Ok(streams::export(stream))
     }
 

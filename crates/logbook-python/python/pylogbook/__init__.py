@@ -287,10 +287,15 @@ class Run:
 class Warehouse:
     """A warehouse: a directory or bucket prefix of tables (the same URIs as
     the CLI: a directory, ``file://``, ``memory://``, ``s3://``, ``gs://``,
-    ``az://``)."""
+    ``az://``).
 
-    def __init__(self, uri: Union[str, "os.PathLike[str]"]):
-        self._w = _native.Warehouse(str(uri))
+    With ``cluster="df://HOST:PORT"``, :meth:`sql` plans each query here (at
+    the versions it reads now) and runs it on that Apache Ballista cluster
+    (``logbook cluster scheduler`` and its executors, which read the
+    warehouse themselves)."""
+
+    def __init__(self, uri: Union[str, "os.PathLike[str]"], cluster: Optional[str] = None):
+        self._w = _native.Warehouse(str(uri), cluster)
 
     @property
     def uri(self) -> str:
