@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-CRATES = ["logbook-core", "logbook-datafusion", "logbook-flight", "logbook-ui"]
+CRATES = ["logbook-core", "logbook-datafusion", "logbook-flight", "logbook-ui", "logbook-cluster"]
 # The rustdoc JSON format this script reads (rustdoc's `format_version`).
 FORMAT = 57
 

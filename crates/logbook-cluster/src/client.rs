@@ -61,7 +61,8 @@ impl Cluster {
         Ok(Self {
             scheduler: format!("http://{address}"),
             codec: Arc::new(LogbookCodec::new(warehouse.clone())),
-            session_id: uuid::Uuid::new_v4().to_string(),
+            // The warehouse's id generator (injected in tests).
+            session_id: warehouse.options().ids.next_id().to_string(),
             partitions: DEFAULT_PARTITIONS,
         })
     }

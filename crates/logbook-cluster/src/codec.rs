@@ -48,7 +48,7 @@ pub(crate) const MAGIC: &[u8] = b"\x07LB1";
 #[derive(Debug)]
 pub struct LogbookCodec {
     warehouse: Warehouse,
-    /// Whether scans decode in the scheduler's form ([`crate::scheduled`]).
+    /// Whether scans decode in the scheduler's form (`scheduled.rs`).
     scheduler: bool,
     ballista: BallistaPhysicalExtensionCodec,
 }

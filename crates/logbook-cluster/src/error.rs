@@ -15,7 +15,7 @@ pub enum ClusterError {
         /// `scheduler`, `executor` or `client`.
         process: &'static str,
         /// What reading it said.
-        source: logbook_core::Error,
+        source: Box<logbook_core::Error>,
     },
     /// Ballista failed: the scheduler or an executor could not be reached,
     /// or a task failed past its retries.
@@ -46,7 +46,7 @@ pub(crate) async fn check_warehouse(
         .map_err(|source| ClusterError::Warehouse {
             uri: warehouse.location().uri().to_string(),
             process,
-            source,
+            source: Box::new(source),
         })
 }
 
