@@ -29,8 +29,24 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 start_listening "$work" serve "$bin" --warehouse "$work/wh" serve --listen "127.0.0.1:$port" --token-file "$work/token"
 server=$SERVER_PID
 
+# The same warehouse over TLS: a certificate for 127.0.0.1 made here (and
+# another, self-signed, that a refused client trusts instead).
+tls() {  # tls NAME: NAME.pem and NAME.key, self-signed for 127.0.0.1
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+    -subj "/CN=logbook-test-$1" -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+    -keyout "$work/$1.key" -out "$work/$1.pem" 2>/dev/null
+}
+tls server; tls other
+tls_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+start_listening "$work" serve-tls "$bin" --warehouse "$work/wh" serve --listen "127.0.0.1:$tls_port" \
+  --token-file "$work/token" --tls-cert "$work/server.pem" --tls-key "$work/server.key"
+tls_server=$SERVER_PID
+[ "$SERVER_URL" = "grpc+tls://127.0.0.1:$tls_port" ] || { echo "serve --tls-cert said $SERVER_URL"; exit 1; }
+
 "$venv/bin/python" tests/flight/test_adbc.py --uri "grpc://127.0.0.1:$port" \
-  --token "$(cat "$work/token")" --server-pid "$server"
+  --token "$(cat "$work/token")" --server-pid "$server" \
+  --tls-uri "grpc+tls://127.0.0.1:$tls_port" --ca "$work/server.pem" --wrong-ca "$work/other.pem"
+kill -TERM "$tls_server"; wait "$tls_server" || true
 
 kill -TERM "$server"
 status=0

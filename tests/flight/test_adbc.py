@@ -19,8 +19,11 @@ CALL_HEADER = "adbc.flight.sql.rpc.call_header."
 REGION_OF_C17 = "SELECT region FROM customers WHERE customer = 'c-17'"
 
 
-def connect(token=None, cookies=True, headers=None):
+def connect(token=None, cookies=True, headers=None, uri=None, ca=None):
     kwargs = {}
+    if ca is not None:
+        with open(ca) as f:
+            kwargs[DatabaseOptions.TLS_ROOT_CERTS.value] = f.read()
     if token is not None:
         kwargs[DatabaseOptions.AUTHORIZATION_HEADER.value] = f"Bearer {token}"
     if cookies:
@@ -28,7 +31,7 @@ def connect(token=None, cookies=True, headers=None):
         kwargs[DatabaseOptions.WITH_COOKIE_MIDDLEWARE.value] = "true"
     for name, value in (headers or {}).items():
         kwargs[CALL_HEADER + name] = value
-    return flightsql.connect(ARGS.uri, db_kwargs=kwargs, autocommit=True)
+    return flightsql.connect(uri or ARGS.uri, db_kwargs=kwargs, autocommit=True)
 
 
 def scalar(cur, sql, parameters=None):
@@ -149,11 +152,48 @@ class FlightSqlWithAdbc(unittest.TestCase):
         self.assertLess(grown_mib, ARGS.max_growth_mib)
 
 
+class OverTls(unittest.TestCase):
+    """The same server with `--tls-cert`/`--tls-key` (a certificate made by
+    scripts/flight-adbc.sh): grpc+tls:// with the server's CA answers;
+    another CA, a plain client, or no token is refused."""
+
+    def setUp(self):
+        if not ARGS.tls_uri:
+            self.skipTest("no TLS server given")
+
+    def test_queries_over_tls_with_the_servers_ca(self):
+        with connect(ARGS.token) as plain, plain.cursor() as cur:
+            want = scalar(cur, "SELECT count(*) FROM orders")
+        with connect(ARGS.token, uri=ARGS.tls_uri, ca=ARGS.ca) as conn, conn.cursor() as cur:
+            self.assertEqual(scalar(cur, "SELECT count(*) FROM orders"), want)
+            cur.execute("SET logbook.logical_date = '2026-03-01'")
+            self.assertEqual(scalar(cur, REGION_OF_C17), "Munich")
+
+    def test_a_client_trusting_another_ca_is_refused(self):
+        with self.assertRaises(AdbcError):
+            with connect(ARGS.token, uri=ARGS.tls_uri, ca=ARGS.wrong_ca) as conn, conn.cursor() as cur:
+                scalar(cur, "SELECT 1")
+
+    def test_a_plain_client_is_refused(self):
+        plain_uri = ARGS.tls_uri.replace("grpc+tls://", "grpc://")
+        with self.assertRaises(AdbcError):
+            with connect(ARGS.token, uri=plain_uri) as conn, conn.cursor() as cur:
+                scalar(cur, "SELECT 1")
+
+    def test_the_token_is_still_required(self):
+        with self.assertRaises(AdbcError):
+            with connect(None, uri=ARGS.tls_uri, ca=ARGS.ca) as conn, conn.cursor() as cur:
+                scalar(cur, "SELECT 1")
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--uri", required=True)
     p.add_argument("--token", required=True)
     p.add_argument("--server-pid", type=int, required=True)
     p.add_argument("--max-growth-mib", type=float, default=64)
+    p.add_argument("--tls-uri", help="the same warehouse served with TLS")
+    p.add_argument("--ca", help="the TLS server's CA certificate (PEM)")
+    p.add_argument("--wrong-ca", help="a CA that did not sign the server's certificate")
     ARGS, rest = p.parse_known_args()
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)

@@ -522,6 +522,30 @@ bad!(
     ["token file", "is empty"]
 );
 bad!(
+    serving_tls_with_a_certificate_that_is_not_pem,
+    |w| {
+        let cert = input(&w, "cert.pem", "not a certificate\n");
+        let key = input(&w, "key.pem", "not a key\n");
+        v(&["serve", "--tls-cert", &cert, "--tls-key", &key])
+    },
+    ["--tls-cert", "cert.pem", "not a PEM file"]
+);
+bad!(
+    serving_tls_with_a_key_that_is_not_a_key,
+    |w| {
+        let pem = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        let cert = input(&w, "cert.pem", pem);
+        let key = input(&w, "key.pem", pem);
+        v(&["serve", "--tls-cert", &cert, "--tls-key", &key])
+    },
+    ["--tls-cert/--tls-key", "cannot serve TLS"]
+);
+bad!(
+    a_cluster_address_without_df,
+    |w| v(&["sql", "SELECT 1", "--cluster", "127.0.0.1:50050"]),
+    ["127.0.0.1:50050", "df://HOST:PORT"]
+);
+bad!(
     a_backfill_budget_of_zero,
     |w| v(&["warehouse", "set", "max-backfill-runs", "0"]),
     ["max-backfill-runs", "at least 1"]

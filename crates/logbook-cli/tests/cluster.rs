@@ -427,17 +427,6 @@ fn a_cluster_process_that_cannot_reach_the_warehouse_says_so_at_start_up() {
     assert!(err.contains("lives in one process"), "{err}");
 }
 
-#[test]
-fn a_cluster_address_that_is_not_df_host_port_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let wh = dir.path().join("wh");
-    let err = refused(&logbook(
-        &wh,
-        &["sql", "SELECT 1", "--cluster", "http://127.0.0.1:50050"],
-    ));
-    assert!(err.contains("df://HOST:PORT"), "{err}");
-}
-
 /// Rows as text, sorted (batches from a cluster come in any order).
 fn rows(batches: &[arrow_array::RecordBatch]) -> Vec<String> {
     let mut out: Vec<String> = batches

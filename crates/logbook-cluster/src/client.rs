@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use ballista_core::config::BallistaConfig;
+use ballista_core::config::BALLISTA_CLIENT_GRPC_MAX_MESSAGE_SIZE;
 use ballista_core::execution_plans::execute_physical_plan;
 use ballista_core::extension::SessionConfigExt;
 use datafusion::dataframe::DataFrame;
@@ -91,7 +91,8 @@ impl Cluster {
             .config()
             .clone()
             .upgrade_for_ballista()
-            .with_target_partitions(self.partitions);
+            .with_target_partitions(self.partitions)
+            .set_usize(BALLISTA_CLIENT_GRPC_MAX_MESSAGE_SIZE, MAX_PLAN_MESSAGE);
         *state.config_mut() = config.clone();
         let plan = state.create_physical_plan(&logical).await?;
         Ok(PlannedQuery { plan, config })
@@ -105,7 +106,7 @@ impl Cluster {
     ) -> Result<SendableRecordBatchStream, ClusterError> {
         let stream = execute_physical_plan::<PhysicalPlanNode>(
             self.scheduler.clone(),
-            &BallistaConfig::default(),
+            &query.config.ballista_config(),
             query.plan,
             self.codec.as_ref(),
             self.session_id.clone(),
@@ -130,6 +131,12 @@ impl PlannedQuery {
         &self.plan
     }
 }
+
+/// The largest plan a client sends (and a scheduler takes): a scan lists
+/// its files, about 300 bytes each with their column statistics, so a
+/// table of 100,000 files plans to 28 MiB, past gRPC's 16 MiB default
+/// (`benches/cluster/plan.rs`).
+pub const MAX_PLAN_MESSAGE: usize = 256 * 1024 * 1024;
 
 /// Tasks a scan is split into unless [`Cluster::with_partitions`] says.
 pub const DEFAULT_PARTITIONS: usize = 16;

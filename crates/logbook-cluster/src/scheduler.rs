@@ -56,6 +56,7 @@ pub async fn run_scheduler(
         no_executors_grace_period_seconds: timeout,
         expire_dead_executor_interval_seconds: (timeout / 4).clamp(1, 15),
         task_max_failures: options.task_max_failures,
+        grpc_server_max_decoding_message_size: crate::client::MAX_PLAN_MESSAGE as u32,
         override_physical_codec: Some(Arc::new(LogbookCodec::for_scheduler(warehouse))),
         ..SchedulerConfig::default()
     };

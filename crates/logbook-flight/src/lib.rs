@@ -74,6 +74,36 @@ pub struct ServerOptions {
     /// Run queries on this cluster (planned here, at the versions read
     /// here); `None`: in this process.
     pub cluster: Option<logbook_cluster::Cluster>,
+    /// Serve over TLS with this identity (`grpc+tls://`); `None`: plain.
+    pub tls: Option<TlsIdentity>,
+}
+
+/// A server's TLS identity: its certificate chain and private key, PEM.
+#[derive(Clone)]
+pub struct TlsIdentity {
+    /// The certificate chain, leaf first.
+    pub cert_pem: Vec<u8>,
+    /// The private key of the leaf certificate.
+    pub key_pem: Vec<u8>,
+}
+
+impl TlsIdentity {
+    /// Fails if the certificate or key cannot serve TLS (unreadable PEM, a
+    /// key that is not the certificate's): check before announcing the
+    /// server.
+    pub fn check(&self) -> Result<(), tonic::transport::Error> {
+        let identity = tonic::transport::Identity::from_pem(&self.cert_pem, &self.key_pem);
+        tonic::transport::Server::builder()
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .map(|_| ())
+    }
+}
+
+impl std::fmt::Debug for TlsIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key stays out of logs.
+        f.debug_struct("TlsIdentity").finish_non_exhaustive()
+    }
 }
 
 impl Default for ServerOptions {
@@ -87,6 +117,7 @@ impl Default for ServerOptions {
             max_kept_plans: 256,
             ids: Arc::new(UuidV7),
             cluster: None,
+            tls: None,
         }
     }
 }
@@ -127,7 +158,17 @@ pub async fn serve(
         .local_addr()
         .map_or_else(|_| "?".to_string(), |a: SocketAddr| a.to_string());
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    tonic::transport::Server::builder()
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = &options.tls {
+        let identity = tonic::transport::Identity::from_pem(&tls.cert_pem, &tls.key_pem);
+        server = server
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .map_err(|source| ServeError::Transport {
+                addr: addr.clone(),
+                source,
+            })?;
+    }
+    server
         .add_service(service(warehouse, &options))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await

@@ -30,6 +30,12 @@ pub struct Args {
     /// Rows one result may have.
     #[arg(long, default_value_t = 100_000_000)]
     max_result_rows: u64,
+    /// Serve over TLS (grpc+tls://) with this certificate chain (PEM).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Plan queries here and run them on the cluster whose scheduler is at
     /// df://HOST:PORT (`logbook cluster scheduler`).
     #[arg(long, value_name = "URL")]
@@ -57,6 +63,22 @@ pub async fn run(warehouse: Warehouse, args: Args) -> Result<(), CliError> {
         .await
         .map_err(|e| CliError::Input(format!("cannot listen on {}: {e}", args.listen)))?;
     let addr = listener.local_addr().unwrap_or(args.listen);
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(logbook_flight::TlsIdentity {
+            cert_pem: read_pem(cert, "--tls-cert")?,
+            key_pem: read_pem(key, "--tls-key")?,
+        }),
+        _ => None,
+    };
+    if let Some(tls) = &tls {
+        tls.check().map_err(|e| {
+            CliError::Input(format!(
+                "--tls-cert/--tls-key: cannot serve TLS with them: {e} ({:?})",
+                std::error::Error::source(&e).map(|s| s.to_string())
+            ))
+        })?;
+    }
+    let scheme = if tls.is_some() { "grpc+tls" } else { "grpc" };
     let cluster = match &args.cluster {
         Some(url) => Some(logbook_cluster::Cluster::new(url, &warehouse)?),
         None => None,
@@ -64,6 +86,7 @@ pub async fn run(warehouse: Warehouse, args: Args) -> Result<(), CliError> {
     let options = ServerOptions {
         token,
         cluster,
+        tls,
         max_concurrent_queries: args.max_concurrent_queries,
         max_result_rows: args.max_result_rows,
         ..ServerOptions::default()
@@ -77,10 +100,23 @@ pub async fn run(warehouse: Warehouse, args: Args) -> Result<(), CliError> {
         "serving Flight SQL"
     );
     // The address on stdout, so scripts that asked for port 0 learn the port.
-    println!("listening on grpc://{addr}");
+    println!("listening on {scheme}://{addr}");
     logbook_flight::serve(warehouse, options, listener, shutdown_signal())
         .await
         .map_err(|e| CliError::Failed(e.to_string()))?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// A PEM file's bytes, or an error naming the file and the flag.
+fn read_pem(path: &std::path::Path, flag: &str) -> Result<Vec<u8>, CliError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| CliError::Input(format!("{flag} {}: {e}", path.display())))?;
+    if !String::from_utf8_lossy(&bytes).contains("-----BEGIN ") {
+        return Err(CliError::Input(format!(
+            "{flag} {}: not a PEM file (no -----BEGIN line)",
+            path.display()
+        )));
+    }
+    Ok(bytes)
 }
