@@ -327,8 +327,8 @@ impl PhysicalExtensionCodec for LogbookCodec {
             let source = exec.source();
             scan(source.table_name(), source.version(), exec.parts(), None)?
         } else if let Some(found) = scheduled {
-            let (s, limit) = found?;
-            scan(&s.table, s.version, s.parts, limit)?
+            let task = found?;
+            scan(&task.table, task.version, task.parts, task.limit)?
         } else if let Some(join) = node.downcast_ref::<PointInTimeJoinExec>() {
             wire::Node {
                 scan: None,

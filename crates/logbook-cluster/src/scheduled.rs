@@ -36,29 +36,40 @@ use logbook_datafusion::exec::ScanParts;
 /// A logbook scan carried through the scheduler (never executed there).
 #[derive(Debug, Clone)]
 pub(crate) struct ScheduledScan {
-    pub(crate) table: String,
-    pub(crate) version: u64,
-    /// The scan; its groups are replaced by the data source's.
-    pub(crate) parts: ScanParts,
-    /// Every file of the scan, in the order the groups' indices refer to.
-    pub(crate) files: Vec<logbook_core::DataFile>,
+    table: String,
+    version: u64,
+    /// The scan without its groups (the data source's groups stand for
+    /// them): what every task's scan shares.
+    parts: Arc<ScanParts>,
+    /// Every file of the scan, in the order the groups' indices refer to
+    /// (shared: a task's scan copies only its own files).
+    files: Arc<Vec<logbook_core::DataFile>>,
     schema: FileTableSchema,
     metrics: ExecutionPlanMetricsSet,
+}
+
+/// The scan one task of the scheduler's is sent.
+pub(crate) struct TaskScan {
+    pub(crate) table: String,
+    pub(crate) version: u64,
+    pub(crate) parts: ScanParts,
+    /// The row limit the scheduler's rules gave it (per partition).
+    pub(crate) limit: Option<usize>,
 }
 
 /// The scan as a `DataSourceExec` the scheduler can split between tasks.
 pub(crate) fn to_data_source(
     table: String,
     version: u64,
-    parts: ScanParts,
+    mut parts: ScanParts,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     let mut files = Vec::new();
     let mut groups = Vec::new();
-    for group in &parts.groups {
+    for group in std::mem::take(&mut parts.groups) {
         let mut members = Vec::new();
         for file in group {
             members.push(PartitionedFile::new(files.len().to_string(), file.size));
-            files.push(file.clone());
+            files.push(file);
         }
         groups.push(FileGroup::new(members));
     }
@@ -66,8 +77,8 @@ pub(crate) fn to_data_source(
         table,
         version,
         schema: FileTableSchema::from(parts.schema.clone()),
-        parts,
-        files,
+        parts: Arc::new(parts),
+        files: Arc::new(files),
         metrics: ExecutionPlanMetricsSet::new(),
     };
     // Not a store anything reads: the source is never opened.
@@ -78,11 +89,8 @@ pub(crate) fn to_data_source(
     Ok(DataSourceExec::from_data_source(config))
 }
 
-/// The scan `exec` carries, with the groups the scheduler left it, and the
-/// row limit the scheduler's rules gave it (per partition), if any.
-pub(crate) fn from_data_source(
-    exec: &DataSourceExec,
-) -> Option<Result<(ScheduledScan, Option<usize>)>> {
+/// The scan `exec` carries, with the groups the scheduler left it.
+pub(crate) fn from_data_source(exec: &DataSourceExec) -> Option<Result<TaskScan>> {
     let config = exec.data_source().downcast_ref::<FileScanConfig>()?;
     let scan = config.file_source().downcast_ref::<ScheduledScan>()?;
     let groups = config
@@ -106,10 +114,14 @@ pub(crate) fn from_data_source(
                 .collect::<Result<Vec<_>>>()
         })
         .collect::<Result<Vec<_>>>();
-    Some(groups.map(|groups| {
-        let mut scan = scan.clone();
-        scan.parts.groups = groups;
-        (scan, config.limit)
+    Some(groups.map(|groups| TaskScan {
+        table: scan.table.clone(),
+        version: scan.version,
+        parts: ScanParts {
+            groups,
+            ..ScanParts::clone(&scan.parts)
+        },
+        limit: config.limit,
     }))
 }
 
