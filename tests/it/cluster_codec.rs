@@ -9,7 +9,9 @@ use datafusion_proto::physical_plan::AsExecutionPlan;
 use datafusion_proto::protobuf::PhysicalPlanNode;
 use logbook::cluster::LogbookCodec;
 use logbook::query::datafusion::datasource::source::DataSourceExec;
-use logbook::query::datafusion::physical_plan::{collect, displayable, ExecutionPlan};
+use logbook::query::datafusion::physical_plan::{
+    collect, displayable, ExecutionPlan, ExecutionPlanProperties,
+};
 use logbook::query::datafusion::prelude::SessionContext;
 use logbook::query::exec::LogbookScanExec;
 use logbook::query::pit::PointInTimeJoinExec;
@@ -176,16 +178,24 @@ async fn a_task_reads_only_its_own_file_groups() {
         &LogbookCodec::new(wh.clone()),
         &scheduler,
     );
-    for task in [vec![1], vec![0, 2]] {
+    // `[]`: the share of a union's side that another task reads.
+    for task in [vec![1], vec![0, 2], vec![]] {
         let restricted = restrict_plan_to_partitions(held.clone(), &task).unwrap();
         let sent = trip(restricted, &ctx, &scheduler, &executor);
-        let got = find::<LogbookScanExec>(&sent)
+        let scan = find::<LogbookScanExec>(&sent);
+        let got = scan
             .downcast_ref::<LogbookScanExec>()
             .unwrap()
             .parts()
             .groups;
         let want: Vec<_> = task.iter().map(|&i| groups[i].clone()).collect();
         assert_eq!(got, want);
+        // As many partitions as the task was given: Ballista labels a
+        // task's outputs by its slice.
+        assert_eq!(
+            scan.properties().output_partitioning().partition_count(),
+            task.len()
+        );
     }
 }
 

@@ -541,6 +541,23 @@ bad!(
     ["--tls-cert/--tls-key", "cannot serve TLS"]
 );
 bad!(
+    an_executor_on_an_unspecified_address_without_an_external_host,
+    |w| v(&["cluster", "executor", "--bind", "0.0.0.0:50999"]),
+    ["0.0.0.0:50999", "--external-host"]
+);
+bad!(
+    an_executor_on_port_0,
+    |w| v(&[
+        "cluster",
+        "executor",
+        "--bind",
+        "127.0.0.1:0",
+        "--grpc-port",
+        "50998"
+    ]),
+    ["127.0.0.1:0", "port 0"]
+);
+bad!(
     a_cluster_address_without_df,
     |w| v(&["sql", "SELECT 1", "--cluster", "127.0.0.1:50050"]),
     ["127.0.0.1:50050", "df://HOST:PORT"]

@@ -45,19 +45,16 @@ impl Cluster {
     /// queries over `warehouse`. Nothing is contacted until a query runs.
     pub fn new(url: &str, warehouse: &Warehouse) -> Result<Self, ClusterError> {
         crate::error::shared(warehouse)?;
-        let address = url.strip_prefix("df://").ok_or_else(|| {
-            ClusterError::Config(format!(
-                "cluster address {url:?}: write the scheduler as df://HOST:PORT"
-            ))
-        })?;
-        let port_ok = address
-            .rsplit_once(':')
-            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-        if !port_ok {
+        let address = url.strip_prefix("df://").filter(|address| {
+            address
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+        });
+        let Some(address) = address else {
             return Err(ClusterError::Config(format!(
                 "cluster address {url:?}: write the scheduler as df://HOST:PORT"
             )));
-        }
+        };
         Ok(Self {
             scheduler: format!("http://{address}"),
             codec: Arc::new(LogbookCodec::new(warehouse.clone())),

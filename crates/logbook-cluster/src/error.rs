@@ -18,7 +18,8 @@ pub enum ClusterError {
         source: Box<logbook_core::Error>,
     },
     /// Ballista failed: the scheduler or an executor could not be reached,
-    /// or a task failed past its retries.
+    /// or a task failed past its retries (the message says which; a retry
+    /// helps only the first).
     #[error("cluster: {0}")]
     Ballista(String),
     /// Planning the query failed (as it would without a cluster).

@@ -26,6 +26,10 @@ pub struct ExecutorOptions {
     pub bind: SocketAddr,
     /// Where the scheduler pushes tasks (gRPC), on the same host.
     pub grpc_port: u16,
+    /// The host other processes reach it at (for results and shuffle
+    /// files); `None`: the bind address, which must then not be
+    /// unspecified (`0.0.0.0`).
+    pub external_host: Option<String>,
     /// Tasks run at once (0: one per core).
     pub concurrent_tasks: usize,
     /// Shuffle files; a fresh temporary directory when `None`.
@@ -39,12 +43,13 @@ pub struct ExecutorOptions {
 
 impl ExecutorOptions {
     /// Options for an executor of `scheduler` serving on `bind`, tasks
-    /// pushed to the next port.
+    /// pushed to the next port (65535 has none: give `grpc_port`).
     pub fn new(scheduler: SocketAddr, bind: SocketAddr) -> Self {
         Self {
             scheduler,
             bind,
-            grpc_port: bind.port().wrapping_add(1),
+            grpc_port: bind.port().checked_add(1).unwrap_or(0),
+            external_host: None,
             concurrent_tasks: 0,
             work_dir: None,
             memory_limit: None,
@@ -60,6 +65,19 @@ pub async fn run_executor(
     options: ExecutorOptions,
 ) -> Result<(), ClusterError> {
     check_warehouse(&warehouse, "executor").await?;
+    let external = reachable_host(&options)?;
+    // Ballista logs a port it cannot bind and returns as from a shutdown:
+    // find out here, and fail naming it.
+    for port in [options.bind.port(), options.grpc_port] {
+        let addr = SocketAddr::new(options.bind.ip(), port);
+        if port == 0 {
+            return Err(ClusterError::Config(format!(
+                "executor: give a port for {addr} (port 0 cannot be told to the scheduler)"
+            )));
+        }
+        std::net::TcpListener::bind(addr)
+            .map_err(|e| ClusterError::Config(format!("executor: cannot listen on {addr}: {e}")))?;
+    }
     // Kept until the executor stops: its shuffle files live here.
     let temp = match &options.work_dir {
         Some(_) => None,
@@ -74,7 +92,7 @@ pub async fn run_executor(
         .map(|p| p.to_string_lossy().into_owned());
     let config = ExecutorProcessConfig {
         bind_host: options.bind.ip().to_string(),
-        external_host: Some(options.bind.ip().to_string()),
+        external_host: Some(external),
         port: options.bind.port(),
         grpc_port: options.grpc_port,
         scheduler_host: options.scheduler.ip().to_string(),
@@ -82,6 +100,9 @@ pub async fn run_executor(
         vcores: options.concurrent_tasks,
         work_dir,
         memory_pool_size: options.memory_limit,
+        // A task's plan lists its files: as large as a client's plan may be.
+        grpc_max_decoding_message_size: crate::client::MAX_PLAN_MESSAGE as u32,
+        grpc_max_encoding_message_size: crate::client::MAX_PLAN_MESSAGE as u32,
         executor_heartbeat_interval_seconds: options.heartbeat.as_secs().max(1),
         override_physical_codec: Some(Arc::new(LogbookCodec::new(warehouse))),
         ..ExecutorProcessConfig::default()
@@ -94,4 +115,17 @@ pub async fn run_executor(
     start_executor_process(Arc::new(config)).await?;
     drop(temp);
     Ok(())
+}
+
+/// The host the scheduler tells clients and other executors to fetch this
+/// executor's outputs from.
+fn reachable_host(options: &ExecutorOptions) -> Result<String, ClusterError> {
+    match &options.external_host {
+        Some(host) => Ok(host.clone()),
+        None if options.bind.ip().is_unspecified() => Err(ClusterError::Config(format!(
+            "executor: bound to {}, it needs --external-host: the address others reach it at",
+            options.bind
+        ))),
+        None => Ok(options.bind.ip().to_string()),
+    }
 }

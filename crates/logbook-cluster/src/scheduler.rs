@@ -3,8 +3,10 @@
 //! The scheduler receives physical plans planned by clients (every table
 //! version already pinned), cuts them into stages at their shuffles and
 //! hands tasks to executors; a task lost with its executor is run again
-//! elsewhere, up to `task_max_failures` times. It decodes logbook's nodes,
-//! so it opens the warehouse too (and says so at start-up if it cannot).
+//! elsewhere, up to `task_max_failures` times. It decodes logbook's nodes
+//! without reading the warehouse (a scan lists its files); it checks at
+//! start-up that it can list the warehouse, so that a scheduler started
+//! with the wrong warehouse or credentials says so before its first query.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -57,6 +59,7 @@ pub async fn run_scheduler(
         expire_dead_executor_interval_seconds: (timeout / 4).clamp(1, 15),
         task_max_failures: options.task_max_failures,
         grpc_server_max_decoding_message_size: crate::client::MAX_PLAN_MESSAGE as u32,
+        grpc_client_max_message_size: crate::client::MAX_PLAN_MESSAGE as u32,
         override_physical_codec: Some(Arc::new(LogbookCodec::for_scheduler(warehouse))),
         ..SchedulerConfig::default()
     };

@@ -133,7 +133,10 @@ impl LogbookScanExec {
         }
         let properties = Arc::new(PlanProperties::new(
             EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(groups.len().max(1)),
+            // As many partitions as groups: a scan planned here has at
+            // least one (possibly empty); one a cluster's scheduler gave no
+            // groups has none, as its task expects.
+            Partitioning::UnknownPartitioning(groups.len()),
             EmissionType::Incremental,
             Boundedness::Bounded,
         ));

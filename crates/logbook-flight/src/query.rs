@@ -212,16 +212,20 @@ fn logbook_status(e: &logbook_core::Error) -> Status {
     }
 }
 
-/// A DataFusion error: planning mistakes are the client's to fix.
 /// A query the cluster could not take or run: planning errors as without
-/// a cluster, the rest "unavailable" (the client may retry).
+/// a cluster; a cluster that cannot be reached or a job that failed is
+/// "internal" with Ballista's reason (it does not say whether a retry can
+/// help: a file vacuumed away fails again).
 pub fn cluster_status(e: logbook_cluster::ClusterError) -> Status {
     use logbook_cluster::ClusterError;
     match e {
         ClusterError::Plan(e) => datafusion_status(e),
-        other => Status::unavailable(other.to_string()),
+        ClusterError::Config(msg) => Status::failed_precondition(msg),
+        other => Status::internal(other.to_string()),
     }
 }
+
+/// A DataFusion error: planning mistakes are the client's to fix.
 
 pub fn datafusion_status(e: DataFusionError) -> Status {
     if let Some(inner) = find_logbook(&e) {

@@ -100,13 +100,15 @@ pub(crate) fn query(e: QueryError) -> PyErr {
 }
 
 /// A cluster error: a bad address is invalid input, planning errors as
-/// without a cluster, an unreachable cluster or warehouse transient.
+/// without a cluster; an unreachable cluster or a failed job is a plain
+/// `LogbookError` with Ballista's reason (whether a retry helps is not
+/// known: a file vacuumed away fails again).
 pub(crate) fn cluster(e: logbook_cluster::ClusterError) -> PyErr {
     use logbook_cluster::ClusterError;
     match e {
         ClusterError::Config(msg) => InvalidInputError::new_err(msg),
         ClusterError::Plan(e) => sql(e),
-        other => TransientError::new_err(other.to_string()),
+        other => LogbookError::new_err(other.to_string()),
     }
 }
 

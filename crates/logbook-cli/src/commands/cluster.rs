@@ -45,6 +45,10 @@ pub struct ExecutorArgs {
     /// Port the scheduler pushes tasks to.
     #[arg(long)]
     grpc_port: Option<u16>,
+    /// The host clients and other executors reach this one at (needed
+    /// when --bind is 0.0.0.0).
+    #[arg(long)]
+    external_host: Option<String>,
     /// Tasks run at once (default: one per core).
     #[arg(long, default_value_t = 0)]
     concurrent_tasks: usize,
@@ -80,6 +84,7 @@ pub async fn run(warehouse: Warehouse, command: Command) -> Result<(), CliError>
             let defaults = ExecutorOptions::new(args.scheduler, args.bind);
             let options = ExecutorOptions {
                 grpc_port: args.grpc_port.unwrap_or(defaults.grpc_port),
+                external_host: args.external_host,
                 concurrent_tasks: args.concurrent_tasks,
                 work_dir: args.work_dir,
                 memory_limit: args.memory_limit,

@@ -72,9 +72,9 @@ pub async fn run(warehouse: Warehouse, args: Args) -> Result<(), CliError> {
     };
     if let Some(tls) = &tls {
         tls.check().map_err(|e| {
+            let why = std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s}"));
             CliError::Input(format!(
-                "--tls-cert/--tls-key: cannot serve TLS with them: {e} ({:?})",
-                std::error::Error::source(&e).map(|s| s.to_string())
+                "--tls-cert/--tls-key: cannot serve TLS with them: {e}{why}"
             ))
         })?;
     }
