@@ -9,9 +9,7 @@ use datafusion_proto::physical_plan::AsExecutionPlan;
 use datafusion_proto::protobuf::PhysicalPlanNode;
 use logbook::cluster::LogbookCodec;
 use logbook::query::datafusion::datasource::source::DataSourceExec;
-use logbook::query::datafusion::physical_plan::{
-    collect, displayable, ExecutionPlan, ExecutionPlanProperties,
-};
+use logbook::query::datafusion::physical_plan::{collect, displayable, ExecutionPlan};
 use logbook::query::datafusion::prelude::SessionContext;
 use logbook::query::exec::LogbookScanExec;
 use logbook::query::pit::PointInTimeJoinExec;

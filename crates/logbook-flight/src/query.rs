@@ -226,7 +226,6 @@ pub fn cluster_status(e: logbook_cluster::ClusterError) -> Status {
 }
 
 /// A DataFusion error: planning mistakes are the client's to fix.
-
 pub fn datafusion_status(e: DataFusionError) -> Status {
     if let Some(inner) = find_logbook(&e) {
         return logbook_status(inner);
