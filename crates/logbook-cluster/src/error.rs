@@ -12,7 +12,7 @@ pub enum ClusterError {
     Warehouse {
         /// The warehouse URI.
         uri: String,
-        /// `scheduler`, `executor` or `client`.
+        /// `scheduler` or `executor`.
         process: &'static str,
         /// What reading it said.
         source: Box<logbook_core::Error>,

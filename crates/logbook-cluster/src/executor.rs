@@ -78,18 +78,17 @@ pub async fn run_executor(
         std::net::TcpListener::bind(addr)
             .map_err(|e| ClusterError::Config(format!("executor: cannot listen on {addr}: {e}")))?;
     }
-    // Kept until the executor stops: its shuffle files live here.
-    let temp = match &options.work_dir {
-        Some(_) => None,
-        None => Some(tempfile::tempdir().map_err(|e| {
-            ClusterError::Config(format!("cannot make the executor's work directory: {e}"))
-        })?),
+    // A temporary directory is kept (`_temp`) until the executor stops:
+    // its shuffle files live there.
+    let (work_dir, _temp) = match &options.work_dir {
+        Some(dir) => (dir.clone(), None),
+        None => {
+            let temp = tempfile::tempdir().map_err(|e| {
+                ClusterError::Config(format!("cannot make the executor's work directory: {e}"))
+            })?;
+            (temp.path().to_path_buf(), Some(temp))
+        }
     };
-    let work_dir = options
-        .work_dir
-        .clone()
-        .or_else(|| temp.as_ref().map(|t| t.path().to_path_buf()))
-        .map(|p| p.to_string_lossy().into_owned());
     let config = ExecutorProcessConfig {
         bind_host: options.bind.ip().to_string(),
         external_host: Some(external),
@@ -98,7 +97,7 @@ pub async fn run_executor(
         scheduler_host: options.scheduler.ip().to_string(),
         scheduler_port: options.scheduler.port(),
         vcores: options.concurrent_tasks,
-        work_dir,
+        work_dir: Some(work_dir.to_string_lossy().into_owned()),
         memory_pool_size: options.memory_limit,
         // A task's plan lists its files: as large as a client's plan may be.
         grpc_max_decoding_message_size: crate::client::MAX_PLAN_MESSAGE as u32,
@@ -113,7 +112,6 @@ pub async fn run_executor(
         "logbook cluster executor starting"
     );
     start_executor_process(Arc::new(config)).await?;
-    drop(temp);
     Ok(())
 }
 

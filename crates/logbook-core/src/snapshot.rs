@@ -458,7 +458,7 @@ impl Snapshot {
         options: ReadOptions,
         hooks: ScanHooks,
     ) -> BoxStream<'static, Result<RecordBatch>> {
-        read_files(&self.table, schema, files, columns, options, hooks)
+        self.files().scan_as(schema, files, columns, options, hooks)
     }
 
     /// The table's declared schedule and chain, as of this version.
