@@ -97,17 +97,7 @@ fn main() -> ExitCode {
         cli.command,
         Command::Serve(_) | Command::Ui(_) | Command::Cluster(_)
     );
-    // Like other Unix tools, stop quietly when the reader of our output goes
-    // away (`logbook partitions t --json | head`) instead of panicking. Not
-    // a server: a peer closing its connection while we write to it would
-    // kill the process instead of failing that one write.
-    #[cfg(unix)]
-    if !serving {
-        // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
-        unsafe {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        }
-    }
+    quiet_when_stdout_closes();
     let level = match cli.verbose {
         0 if serving => tracing::Level::INFO,
         0 => tracing::Level::WARN,
@@ -128,11 +118,40 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(commands::CliError::StdoutClosed) => ExitCode::from(141),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Like other Unix tools, stop quietly when the reader of our output goes
+/// away (`logbook partitions t --json | head`): printing to a closed stdout
+/// panics ("failed printing to stdout: Broken pipe"), and that one panic
+/// ends the process with the status a shell gives a writer SIGPIPE killed
+/// (141), without a panic message.
+///
+/// SIGPIPE itself stays ignored (Rust's default). Restoring its default
+/// action, as this binary did, let a network peer kill the process
+/// silently: sockets written with `writev` (hyper's HTTP/2 and HTTP/1
+/// writes) raise it when the peer has closed, so a cluster or S3
+/// connection dropped mid-write ended `logbook sql` with no message
+/// instead of failing that request.
+fn quiet_when_stdout_closes() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("(os error 32)") {
+            std::process::exit(141);
+        }
+        default(info)
+    }));
 }
 
 async fn run(cli: Cli) -> Result<(), commands::CliError> {

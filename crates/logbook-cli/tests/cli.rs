@@ -1042,3 +1042,40 @@ fn ctrl_c_stops_launching_dates_and_lets_the_running_one_finish() {
         "the running date finished"
     );
 }
+
+/// `logbook sql ... | head`: the reader goes away and the command stops
+/// without a panic or an error line, in every output format (a printed
+/// table and a streamed CSV fail on a closed stdout in different places).
+#[test]
+fn a_reader_that_stops_early_ends_the_command_quietly() {
+    use std::io::Read as _;
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    ok(&logbook(&wh, &["demo"]));
+    for format in ["table", "csv"] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_logbook"))
+            .arg("--warehouse")
+            .arg(&wh)
+            // Far more than a pipe holds (64 KiB).
+            .args(["sql", "SELECT * FROM generate_series(1, 1000000)"])
+            .args(["--format", format])
+            .env_remove("LOGBOOK_WAREHOUSE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 16];
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_exact(&mut first)
+            .unwrap();
+        // The pipe's read end is dropped here: the rest of the output has
+        // nowhere to go.
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.is_empty(), "{format}: {err}");
+        assert_ne!(out.status.code(), Some(0), "{format}: it cannot have printed everything");
+    }
+}

@@ -59,8 +59,13 @@ impl Processes {
 
     /// Wait until `name`'s log says `what` (or fail with the log).
     fn wait_for(&self, name: &str, what: &str) {
+        self.wait_for_any(name, &[what]);
+    }
+
+    /// Wait until `name`'s log says one of `what` (or fail with the log).
+    fn wait_for_any(&self, name: &str, what: &[&str]) {
         let start = Instant::now();
-        while !self.log(name).contains(what) {
+        while !what.iter().any(|w| self.log(name).contains(w)) {
             assert!(
                 start.elapsed() < Duration::from_secs(60),
                 "{name} did not say {what:?}:\n{}",
@@ -82,9 +87,16 @@ impl Processes {
 struct TestCluster {
     processes: Processes,
     url: String,
+    /// The executors' Flight addresses.
+    executors: Vec<String>,
 }
 
 fn start_cluster(dir: &Path, wh: &Path, executors: usize) -> TestCluster {
+    start_cluster_with(dir, wh, executors, &[])
+}
+
+/// A cluster whose every process is given `extra` arguments (TLS).
+fn start_cluster_with(dir: &Path, wh: &Path, executors: usize, extra: &[&str]) -> TestCluster {
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).unwrap();
     let mut processes = Processes {
@@ -102,9 +114,14 @@ fn start_cluster(dir: &Path, wh: &Path, executors: usize) -> TestCluster {
             &scheduler,
             "--executor-timeout",
             "5s",
-        ],
+        ]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect::<Vec<_>>(),
     );
     processes.wait_for("scheduler", "listening");
+    let mut addresses = Vec::new();
     for i in 0..executors {
         let work = dir.join(format!("executor-{i}"));
         std::fs::create_dir_all(&work).unwrap();
@@ -128,15 +145,25 @@ fn start_cluster(dir: &Path, wh: &Path, executors: usize) -> TestCluster {
                 "1s",
                 "--work-dir",
                 work.to_str().unwrap(),
-            ],
+            ]
+            .iter()
+            .chain(extra)
+            .copied()
+            .collect::<Vec<_>>(),
         );
+        addresses.push(bind);
     }
     for i in 0..executors {
-        processes.wait_for(&format!("executor-{i}"), "registration succeed");
+        // Ballista logs one or the other: pushed tasks, or fetched (TLS).
+        processes.wait_for_any(
+            &format!("executor-{i}"),
+            &["registration succeed", "Starting poll work loop"],
+        );
     }
     TestCluster {
         processes,
         url: format!("df://{scheduler}"),
+        executors: addresses,
     }
 }
 
@@ -492,4 +519,160 @@ fn a_commit_landing_between_planning_and_execution_changes_nothing_the_query_rea
         let got: Vec<_> = stream.try_collect().await.unwrap();
         assert_eq!(rows(&got), rows(&before));
     });
+}
+
+/// A CA, a certificate it signs for every process of the cluster and one
+/// for its client, and a second CA with a certificate of its own: made with
+/// `openssl`, for 127.0.0.1.
+fn certificates(dir: &Path) -> PathBuf {
+    let certs = dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(&certs)
+            .output()
+            .expect("openssl");
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    };
+    let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    std::fs::write(
+        certs.join("leaf.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    for ca in ["ca", "other-ca"] {
+        let (pem, k) = (format!("{ca}.pem"), format!("{ca}.key"));
+        let mut args = vec!["req", "-x509", "-days", "1", "-subj"];
+        let subject = format!("/CN=logbook test {ca}");
+        args.extend([subject.as_str(), "-keyout", &k, "-out", &pem]);
+        args.extend(key);
+        openssl(&args);
+    }
+    for (leaf, ca) in [("node", "ca"), ("client", "ca"), ("rogue", "other-ca")] {
+        let (csr, k, pem) = (format!("{leaf}.csr"), format!("{leaf}.key"), format!("{leaf}.pem"));
+        let subject = format!("/CN=logbook test {leaf}");
+        let mut args = vec!["req", "-subj", &subject, "-keyout", &k, "-out", &csr];
+        args.extend(key);
+        openssl(&args);
+        let (ca_pem, ca_key) = (format!("{ca}.pem"), format!("{ca}.key"));
+        openssl(&[
+            "x509", "-req", "-in", &csr, "-CA", &ca_pem, "-CAkey", &ca_key, "-CAcreateserial",
+            "-days", "1", "-extfile", "leaf.ext", "-out", &pem,
+        ]);
+    }
+    certs
+}
+
+#[test]
+fn over_mutual_tls_a_cluster_answers_and_refuses_whoever_has_no_certificate_from_its_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    ok(&logbook(&wh, &["demo"]));
+    let certs = certificates(dir.path());
+    let file = |name: &str| certs.join(name).to_str().unwrap().to_string();
+    let node = [
+        "--tls-cert".to_string(),
+        file("node.pem"),
+        "--tls-key".into(),
+        file("node.key"),
+        "--tls-ca".into(),
+        file("ca.pem"),
+    ];
+    let node: Vec<&str> = node.iter().map(String::as_str).collect();
+    let mut cluster = start_cluster_with(dir.path(), &wh, 2, &node);
+    std::thread::sleep(Duration::from_millis(500)); // their first polls
+    let client = |cert: &str, ca: &str| -> Vec<String> {
+        vec![
+            "--cluster-ca".into(),
+            file(&format!("{ca}.pem")),
+            "--cluster-cert".into(),
+            file(&format!("{cert}.pem")),
+            "--cluster-key".into(),
+            file(&format!("{cert}.key")),
+        ]
+    };
+
+    // Two stages: partial aggregates on both executors, the final one
+    // reading their shuffle outputs from each other, all over TLS (the
+    // servers speak nothing else); exact values only (min/max, counts).
+    let query = "SELECT customer, count(*) AS n, min(amount) AS lo, max(amount) AS hi \
+                 FROM orders GROUP BY customer ORDER BY customer";
+    let local = sql(&wh, query, &[], None);
+    assert!(local.lines().count() > 2, "{local}");
+    let distributed = sql(&wh, query, &client("client", "ca"), Some(&cluster.url));
+    assert_eq!(distributed, local);
+    for i in 0..2 {
+        let log = cluster.processes.log(&format!("executor-{i}"));
+        assert!(log.contains("Finished task"), "executor-{i} ran no task:\n{log}");
+    }
+
+    // Refused, each with one clear line: a client without TLS (it was
+    // killed by SIGPIPE, silently, before), a client whose certificate
+    // another CA signed, a client that trusts another CA.
+    let refusal = |extra: Vec<String>| -> String {
+        let mut args = vec!["sql", query, "--cluster", &cluster.url];
+        args.extend(extra.iter().map(String::as_str));
+        refused(&logbook(&wh, &args))
+    };
+    let plain = refusal(vec![]);
+    assert!(plain.contains("if the other side serves TLS"), "{plain}");
+    let rogue = refusal(client("rogue", "ca"));
+    assert!(
+        rogue.contains("may have refused this certificate"),
+        "{rogue}"
+    );
+    let untrusting = refusal(client("client", "other-ca"));
+    assert!(
+        untrusting.contains("not signed by the CA given"),
+        "{untrusting}"
+    );
+
+    // An executor's Flight service (results, shuffle files) serves only
+    // clients with a certificate from the CA.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let ca = std::fs::read(certs.join("ca.pem")).unwrap();
+    let flight = |identity: Option<&str>| {
+        use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+        let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&ca));
+        if let Some(name) = identity {
+            let cert = std::fs::read(certs.join(format!("{name}.pem"))).unwrap();
+            let key = std::fs::read(certs.join(format!("{name}.key"))).unwrap();
+            tls = tls.identity(Identity::from_pem(cert, key));
+        }
+        let endpoint = Endpoint::from_shared(format!("https://{}", cluster.executors[0]))
+            .unwrap()
+            .tls_config(tls)
+            .unwrap();
+        runtime.block_on(async move {
+            let channel = endpoint.connect().await.map_err(|e| format!("{e:?}"))?;
+            let mut client =
+                arrow_flight::flight_service_client::FlightServiceClient::new(channel);
+            client
+                .list_actions(arrow_flight::Empty {})
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("{e:?}"))
+        })
+    };
+    // (The refusal reaches a client as an alert, a closed stream or a
+    // broken pipe, depending on timing: only the outcome is checked.)
+    flight(Some("client")).expect("a client with a certificate from the CA");
+    flight(None).expect_err("a client without a certificate");
+    flight(Some("rogue")).expect_err("a certificate from another CA");
+
+    // An executor without TLS cannot join: it says so and stops.
+    let scheduler = cluster.url.trim_start_matches("df://").to_string();
+    let bind = format!("127.0.0.1:{}", free_port());
+    let out = Command::new(env!("CARGO_BIN_EXE_logbook"))
+        .arg("--warehouse")
+        .arg(&wh)
+        .args(["cluster", "executor", "--scheduler", &scheduler, "--bind", &bind])
+        .args(["--grpc-port", &free_port().to_string()])
+        .env_remove("LOGBOOK_WAREHOUSE")
+        .output()
+        .unwrap();
+    let err = refused_at_start(&out);
+    assert!(err.contains("if the other side serves TLS"), "{err}");
+    cluster.processes.kill("scheduler");
 }

@@ -28,16 +28,18 @@ use logbook_core::Warehouse;
 
 use crate::codec::LogbookCodec;
 use crate::error::ClusterError;
+use crate::tls::ClusterTls;
 
 /// A Ballista cluster, reached through its scheduler.
 #[derive(Debug, Clone)]
 pub struct Cluster {
-    /// `http://host:port`.
+    /// `http://host:port` (`https://` with TLS).
     scheduler: String,
     codec: Arc<LogbookCodec>,
     /// One Ballista session per client: the scheduler keeps its settings.
     session_id: String,
     partitions: usize,
+    tls: Option<ClusterTls>,
 }
 
 impl Cluster {
@@ -61,7 +63,19 @@ impl Cluster {
             // The warehouse's id generator (injected in tests).
             session_id: warehouse.options().ids.next_id().to_string(),
             partitions: DEFAULT_PARTITIONS,
+            tls: None,
         })
+    }
+
+    /// Reach the cluster over mutual TLS (its scheduler and executors were
+    /// started with TLS): servers verified against `tls`'s CA, `tls`'s
+    /// certificate presented to them.
+    pub fn with_tls(mut self, tls: ClusterTls) -> Self {
+        if let Some(address) = self.scheduler.strip_prefix("http://") {
+            self.scheduler = format!("https://{address}");
+        }
+        self.tls = Some(tls);
+        self
     }
 
     /// Scans are split into at most `n` tasks each (default
@@ -90,6 +104,12 @@ impl Cluster {
             .upgrade_for_ballista()
             .with_target_partitions(self.partitions)
             .set_usize(BALLISTA_CLIENT_GRPC_MAX_MESSAGE_SIZE, MAX_PLAN_MESSAGE);
+        let config = match &self.tls {
+            None => config,
+            Some(tls) => config
+                .with_ballista_use_tls(true)
+                .with_ballista_override_create_grpc_client_endpoint(tls.endpoint_override()),
+        };
         *state.config_mut() = config.clone();
         let plan = state.create_physical_plan(&logical).await?;
         Ok(PlannedQuery { plan, config })
@@ -110,8 +130,16 @@ impl Cluster {
             query.config,
         )
         .await
-        .map_err(|e| ClusterError::Ballista(e.strip_backtrace()))?;
+        .map_err(|e| ClusterError::Ballista(self.explain(e.strip_backtrace())))?;
         Ok(stream)
+    }
+
+    /// Ballista's error, naming the scheduler, with what it usually means
+    /// when TLS does not match.
+    fn explain(&self, message: String) -> String {
+        let address = self.scheduler.split_once("://").map_or("", |(_, a)| a);
+        let hint = crate::tls::mismatch_hint(self.tls.is_some(), &message);
+        format!("the query on the scheduler at df://{address} failed: {message}{hint}")
     }
 }
 

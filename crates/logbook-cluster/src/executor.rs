@@ -5,17 +5,30 @@
 //! reads the listed files of logbook's scans from the warehouse it opened
 //! itself, with this machine's credentials, and checks at start-up that it
 //! can.
+//!
+//! With TLS ([`ExecutorOptions::tls`]) it serves its outputs over mutual
+//! TLS, reaches the scheduler and other executors over TLS, and fetches its
+//! tasks instead of serving a task port ([`crate::tls`] says why).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arrow_flight::flight_service_server::FlightServiceServer;
+use ballista_core::config::TaskSchedulingPolicy;
+use ballista_core::error::BallistaError;
+use ballista_core::extension::SessionConfigExt;
+use ballista_core::utils::create_grpc_server;
 use ballista_executor::executor_process::{start_executor_process, ExecutorProcessConfig};
+use ballista_executor::flight_service::BallistaFlightService;
+use ballista_executor::ArrowFlightServerProvider;
+use datafusion::prelude::SessionConfig;
 use logbook_core::Warehouse;
 
 use crate::codec::LogbookCodec;
 use crate::error::{check_warehouse, ClusterError};
+use crate::tls::ClusterTls;
 
 /// How an executor is run.
 #[derive(Debug, Clone)]
@@ -39,6 +52,9 @@ pub struct ExecutorOptions {
     pub memory_limit: Option<u64>,
     /// How often it tells the scheduler it is alive.
     pub heartbeat: Duration,
+    /// Mutual TLS with the scheduler, the other executors and clients
+    /// (the scheduler must have it too); `None`: plain gRPC.
+    pub tls: Option<ClusterTls>,
 }
 
 impl ExecutorOptions {
@@ -54,6 +70,7 @@ impl ExecutorOptions {
             work_dir: None,
             memory_limit: None,
             heartbeat: Duration::from_secs(60),
+            tls: None,
         }
     }
 }
@@ -68,7 +85,12 @@ pub async fn run_executor(
     let external = reachable_host(&options)?;
     // Ballista logs a port it cannot bind and returns as from a shutdown:
     // find out here, and fail naming it.
-    for port in [options.bind.port(), options.grpc_port] {
+    // With TLS no task port is served (tasks are fetched).
+    let ports = match options.tls {
+        None => vec![options.bind.port(), options.grpc_port],
+        Some(_) => vec![options.bind.port()],
+    };
+    for port in ports {
         let addr = SocketAddr::new(options.bind.ip(), port);
         if port == 0 {
             return Err(ClusterError::Config(format!(
@@ -106,13 +128,58 @@ pub async fn run_executor(
         override_physical_codec: Some(Arc::new(LogbookCodec::new(warehouse))),
         ..ExecutorProcessConfig::default()
     };
+    let config = match &options.tls {
+        None => config,
+        Some(tls) => with_tls(config, tls),
+    };
     tracing::info!(
         bind = %options.bind,
         scheduler = %options.scheduler,
         "logbook cluster executor starting"
     );
-    start_executor_process(Arc::new(config)).await?;
-    Ok(())
+    let tls = options.tls.is_some();
+    start_executor_process(Arc::new(config)).await.map_err(|e| {
+        let message = e.to_string();
+        let hint = crate::tls::mismatch_hint(tls, &message);
+        ClusterError::Ballista(format!("executor: {message}{hint}"))
+    })
+}
+
+/// An executor's configuration over mutual TLS: tasks fetched, its Flight
+/// service served with `tls`, and every connection it opens (to the
+/// scheduler, to other executors for shuffle files) made with `tls`.
+fn with_tls(config: ExecutorProcessConfig, tls: &ClusterTls) -> ExecutorProcessConfig {
+    let endpoint = tls.endpoint_override();
+    let sessions = endpoint.clone();
+    let server = tls.server();
+    let max_message = crate::client::MAX_PLAN_MESSAGE;
+    let flight: Arc<ArrowFlightServerProvider> =
+        Arc::new(move |work_dir, address, mut shutdown, grpc_config| {
+            let server = server.clone();
+            tokio::spawn(async move {
+                let service = FlightServiceServer::new(BallistaFlightService::new(work_dir))
+                    .max_decoding_message_size(max_message)
+                    .max_encoding_message_size(max_message);
+                create_grpc_server(&grpc_config)
+                    .tls_config(server)?
+                    .add_service(service)
+                    .serve_with_shutdown(address, shutdown.recv())
+                    .await
+                    .map_err(BallistaError::TonicError)
+            })
+        });
+    ExecutorProcessConfig {
+        task_scheduling_policy: TaskSchedulingPolicy::PullStaged,
+        override_create_grpc_client_endpoint: Some(endpoint),
+        // Tasks' sessions: shuffle reads from other executors over TLS.
+        override_config_producer: Some(Arc::new(move || {
+            SessionConfig::new_with_ballista()
+                .with_ballista_use_tls(true)
+                .with_ballista_override_create_grpc_client_endpoint(sessions.clone())
+        })),
+        override_arrow_flight_service: Some(flight),
+        ..config
+    }
 }
 
 /// The host the scheduler tells clients and other executors to fetch this

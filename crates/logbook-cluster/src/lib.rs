@@ -8,6 +8,7 @@
 //! - [`scheduler`] and [`executor`]: Ballista's processes with that codec,
 //!   started from the `logbook` binary (`logbook cluster scheduler`,
 //!   `logbook cluster executor`).
+//! - [`tls`]: mutual TLS between them and their clients.
 //!
 //! The guarantee: a query on a cluster returns the rows the same query
 //! returns in one process at the versions it planned with, whatever
@@ -21,6 +22,7 @@ pub mod error;
 pub mod executor;
 mod scheduled;
 pub mod scheduler;
+pub mod tls;
 mod wire;
 
 pub use client::{Cluster, PlannedQuery};
@@ -28,3 +30,4 @@ pub use codec::LogbookCodec;
 pub use error::ClusterError;
 pub use executor::{run_executor, ExecutorOptions};
 pub use scheduler::{run_scheduler, SchedulerOptions};
+pub use tls::{ClusterTls, TlsIdentity};

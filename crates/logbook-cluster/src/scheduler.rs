@@ -7,17 +7,27 @@
 //! without reading the warehouse (a scan lists its files); it checks at
 //! start-up that it can list the warehouse, so that a scheduler started
 //! with the wrong warehouse or credentials says so before its first query.
+//!
+//! With TLS ([`SchedulerOptions::tls`]) its gRPC service is served here,
+//! over mutual TLS, and executors fetch their tasks ([`crate::tls`] says
+//! why); without, Ballista serves it and pushes tasks to executors.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ballista_core::config::TaskSchedulingPolicy;
+use ballista_core::serde::protobuf::scheduler_grpc_server::SchedulerGrpcServer;
+use ballista_core::utils::{create_grpc_server, create_grpc_server_incoming, GrpcServerConfig};
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::SchedulerConfig;
+use ballista_scheduler::scheduler_process::{create_scheduler, start_server};
+use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use logbook_core::Warehouse;
 
 use crate::codec::LogbookCodec;
 use crate::error::{check_warehouse, ClusterError};
+use crate::tls::ClusterTls;
 
 /// How a scheduler is run.
 #[derive(Debug, Clone)]
@@ -29,6 +39,9 @@ pub struct SchedulerOptions {
     pub executor_timeout: Duration,
     /// How many times a task may fail before its query fails.
     pub task_max_failures: usize,
+    /// Serve over mutual TLS: executors and clients must present a
+    /// certificate from the same CA. `None`: plain gRPC (a private network).
+    pub tls: Option<ClusterTls>,
 }
 
 impl SchedulerOptions {
@@ -38,6 +51,7 @@ impl SchedulerOptions {
             bind,
             executor_timeout: Duration::from_secs(180),
             task_max_failures: 4,
+            tls: None,
         }
     }
 }
@@ -64,8 +78,34 @@ pub async fn run_scheduler(
         ..SchedulerConfig::default()
     };
     let cluster = BallistaCluster::new_from_config(&config).await?;
-    tracing::info!(bind = %options.bind, "logbook cluster scheduler listening");
-    ballista_scheduler::scheduler_process::start_server(cluster, options.bind, Arc::new(config))
-        .await?;
-    Ok(())
+    let Some(tls) = &options.tls else {
+        tracing::info!(bind = %options.bind, "logbook cluster scheduler listening");
+        start_server(cluster, options.bind, Arc::new(config)).await?;
+        return Ok(());
+    };
+    let config = SchedulerConfig {
+        scheduling_policy: TaskSchedulingPolicy::PullStaged,
+        use_tls: true,
+        override_create_grpc_client_endpoint: Some(tls.endpoint_override()),
+        ..config
+    };
+    config.validate()?;
+    let scheduler =
+        create_scheduler::<LogicalPlanNode, PhysicalPlanNode>(cluster, Arc::new(config)).await?;
+    let service = SchedulerGrpcServer::new(scheduler)
+        .max_decoding_message_size(crate::client::MAX_PLAN_MESSAGE)
+        .max_encoding_message_size(crate::client::MAX_PLAN_MESSAGE);
+    // Bound before saying so, as Ballista's own server does.
+    let incoming = create_grpc_server_incoming(options.bind, &GrpcServerConfig::default())
+        .map_err(|e| {
+            ClusterError::Config(format!("scheduler: cannot listen on {}: {e}", options.bind))
+        })?;
+    tracing::info!(bind = %options.bind, tls = true, "logbook cluster scheduler listening");
+    create_grpc_server(&GrpcServerConfig::default())
+        .tls_config(tls.server())
+        .map_err(|e| ClusterError::Config(format!("scheduler: TLS: {e}")))?
+        .add_service(service)
+        .serve_with_incoming(incoming)
+        .await
+        .map_err(|e| ClusterError::Ballista(format!("the scheduler's server failed: {e}")))
 }

@@ -78,33 +78,8 @@ pub struct ServerOptions {
     pub tls: Option<TlsIdentity>,
 }
 
-/// A server's TLS identity: its certificate chain and private key, PEM.
-#[derive(Clone)]
-pub struct TlsIdentity {
-    /// The certificate chain, leaf first.
-    pub cert_pem: Vec<u8>,
-    /// The private key of the leaf certificate.
-    pub key_pem: Vec<u8>,
-}
-
-impl TlsIdentity {
-    /// Fails if the certificate or key cannot serve TLS (unreadable PEM, a
-    /// key that is not the certificate's): check before announcing the
-    /// server.
-    pub fn check(&self) -> Result<(), tonic::transport::Error> {
-        let identity = tonic::transport::Identity::from_pem(&self.cert_pem, &self.key_pem);
-        tonic::transport::Server::builder()
-            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
-            .map(|_| ())
-    }
-}
-
-impl std::fmt::Debug for TlsIdentity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The key stays out of logs.
-        f.debug_struct("TlsIdentity").finish_non_exhaustive()
-    }
-}
+/// A server's TLS identity (shared with the cluster's processes).
+pub use logbook_cluster::TlsIdentity;
 
 impl Default for ServerOptions {
     fn default() -> Self {

@@ -3,6 +3,7 @@
 //! JSON as the CLI's `--json`.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 use logbook_core::budget::Turn;
 use logbook_core::lifecycle::{self, Selection};
@@ -31,15 +32,43 @@ impl Warehouse {
     /// Open the warehouse at `uri`: a directory, `file://`, `memory://`,
     /// `s3://`, `gs://` or `az://` (credentials from the usual variables).
     /// With `cluster="df://HOST:PORT"`, `sql` plans here and runs its
-    /// queries on that cluster (`logbook cluster scheduler`).
+    /// queries on that cluster (`logbook cluster scheduler`); a cluster
+    /// started with TLS also needs `cluster_ca`, `cluster_cert` and
+    /// `cluster_key` (PEM files: its CA, and this client's certificate it
+    /// signed and key).
     #[new]
-    #[pyo3(signature = (uri, cluster=None))]
-    fn new(uri: &str, cluster: Option<&str>) -> PyResult<Self> {
+    #[pyo3(signature = (uri, cluster=None, cluster_ca=None, cluster_cert=None, cluster_key=None))]
+    fn new(
+        uri: &str,
+        cluster: Option<&str>,
+        cluster_ca: Option<PathBuf>,
+        cluster_cert: Option<PathBuf>,
+        cluster_key: Option<PathBuf>,
+    ) -> PyResult<Self> {
         let inner = logbook_core::Warehouse::open(uri).map_err(errors::core)?;
+        let tls = match (cluster_ca, cluster_cert, cluster_key) {
+            (None, None, None) => None,
+            (Some(ca), Some(cert), Some(key)) if cluster.is_some() => Some(
+                logbook_cluster::ClusterTls::from_files(&cert, &key, &ca).map_err(|e| {
+                    errors::InvalidInputError::new_err(format!(
+                        "cluster_ca/cluster_cert/cluster_key: {e}"
+                    ))
+                })?,
+            ),
+            _ => {
+                return Err(errors::InvalidInputError::new_err(
+                    "cluster_ca, cluster_cert and cluster_key go together, with cluster=",
+                ))
+            }
+        };
         let cluster = cluster
             .map(|url| logbook_cluster::Cluster::new(url, &inner))
             .transpose()
-            .map_err(errors::cluster)?;
+            .map_err(errors::cluster)?
+            .map(|c| match tls {
+                Some(tls) => c.with_tls(tls),
+                None => c,
+            });
         Ok(Self { inner, cluster })
     }
 

@@ -38,6 +38,9 @@ pub enum CliError {
     /// The command ran and found or caused failures (check problems, failed dates).
     #[error("{0}")]
     Failed(String),
+    /// The reader of stdout went away (`| head`): stop quietly.
+    #[error("stdout was closed")]
+    StdoutClosed,
 }
 
 /// `--mirror delta|iceberg|delta,iceberg|none` as given to `create` and `alter`.

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use logbook_core::Warehouse;
 use logbook_flight::ServerOptions;
 
+use super::cluster::ClusterClientArgs;
 use super::common::{read_token, shutdown_signal};
 use super::CliError;
 
@@ -40,6 +41,8 @@ pub struct Args {
     /// df://HOST:PORT (`logbook cluster scheduler`).
     #[arg(long, value_name = "URL")]
     cluster: Option<String>,
+    #[command(flatten)]
+    cluster_tls: ClusterClientArgs,
 }
 
 pub async fn run(warehouse: Warehouse, args: Args) -> Result<(), CliError> {
@@ -64,23 +67,21 @@ pub async fn run(warehouse: Warehouse, args: Args) -> Result<(), CliError> {
         .map_err(|e| CliError::Input(format!("cannot listen on {}: {e}", args.listen)))?;
     let addr = listener.local_addr().unwrap_or(args.listen);
     let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(logbook_flight::TlsIdentity {
-            cert_pem: read_pem(cert, "--tls-cert")?,
-            key_pem: read_pem(key, "--tls-key")?,
-        }),
+        (Some(cert), Some(key)) => {
+            let flags = "--tls-cert/--tls-key";
+            let tls = logbook_flight::TlsIdentity::from_files(cert, key)
+                .map_err(|e| CliError::Input(format!("{flags}: {e}")))?;
+            tls.check().map_err(|e| {
+                let why = std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s}"));
+                CliError::Input(format!("{flags}: cannot serve TLS with them: {e}{why}"))
+            })?;
+            Some(tls)
+        }
         _ => None,
     };
-    if let Some(tls) = &tls {
-        tls.check().map_err(|e| {
-            let why = std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s}"));
-            CliError::Input(format!(
-                "--tls-cert/--tls-key: cannot serve TLS with them: {e}{why}"
-            ))
-        })?;
-    }
     let scheme = if tls.is_some() { "grpc+tls" } else { "grpc" };
     let cluster = match &args.cluster {
-        Some(url) => Some(logbook_cluster::Cluster::new(url, &warehouse)?),
+        Some(url) => Some(args.cluster_tls.connect(url, &warehouse)?),
         None => None,
     };
     let options = ServerOptions {
@@ -106,17 +107,4 @@ pub async fn run(warehouse: Warehouse, args: Args) -> Result<(), CliError> {
         .map_err(|e| CliError::Failed(e.to_string()))?;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// A PEM file's bytes, or an error naming the file and the flag.
-fn read_pem(path: &std::path::Path, flag: &str) -> Result<Vec<u8>, CliError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| CliError::Input(format!("{flag} {}: {e}", path.display())))?;
-    if !String::from_utf8_lossy(&bytes).contains("-----BEGIN ") {
-        return Err(CliError::Input(format!(
-            "{flag} {}: not a PEM file (no -----BEGIN line)",
-            path.display()
-        )));
-    }
-    Ok(bytes)
 }

@@ -7,6 +7,7 @@ use logbook_core::publish::{Outcome, WarehousePoint};
 use logbook_core::{DimensionMode, Warehouse};
 use logbook_datafusion::{session, QueryOptions};
 
+use super::cluster::ClusterClientArgs;
 use super::common::{parse_mode, query_err};
 use super::CliError;
 
@@ -44,6 +45,8 @@ pub struct Args {
     /// (`logbook cluster scheduler`).
     #[arg(long, value_name = "URL")]
     cluster: Option<String>,
+    #[command(flatten)]
+    cluster_tls: ClusterClientArgs,
 }
 
 fn parse_pin(s: &str) -> Result<(String, u64), String> {
@@ -89,7 +92,7 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         ..Default::default()
     };
     let cluster = match &args.cluster {
-        Some(url) => Some(logbook_cluster::Cluster::new(url, warehouse)?),
+        Some(url) => Some(args.cluster_tls.connect(url, warehouse)?),
         None => None,
     };
     let ctx = session(warehouse, options, None).await.map_err(query_err)?;
@@ -113,7 +116,6 @@ fn print(
     schema: arrow_schema::SchemaRef,
     format: Format,
 ) -> Result<(), CliError> {
-    let out = std::io::stdout();
     let io = |e: arrow_schema::ArrowError| CliError::Input(format!("cannot print the result: {e}"));
     match format {
         Format::Table => {
@@ -122,11 +124,20 @@ fn print(
             println!("{table}");
         }
         Format::Csv => {
-            let mut w = arrow_csv::WriterBuilder::new()
-                .with_header(true)
-                .build(out.lock());
-            for b in batches {
+            // A batch at a time through a buffer: the writer would report a
+            // closed stdout as text, this says `BrokenPipe`.
+            let mut out = std::io::stdout().lock();
+            for (i, b) in batches.iter().enumerate() {
+                let mut w = arrow_csv::WriterBuilder::new()
+                    .with_header(i == 0)
+                    .build(Vec::new());
                 w.write(b).map_err(io)?;
+                std::io::Write::write_all(&mut out, &w.into_inner()).map_err(|e| {
+                    match e.kind() {
+                        std::io::ErrorKind::BrokenPipe => CliError::StdoutClosed,
+                        _ => CliError::Input(format!("cannot print the result: {e}")),
+                    }
+                })?;
             }
             if batches.is_empty() {
                 println!(

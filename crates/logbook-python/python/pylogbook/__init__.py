@@ -292,10 +292,19 @@ class Warehouse:
     With ``cluster="df://HOST:PORT"``, :meth:`sql` plans each query here (at
     the versions it reads now) and runs it on that Apache Ballista cluster
     (``logbook cluster scheduler`` and its executors, which read the
-    warehouse themselves)."""
+    warehouse themselves). A cluster started with TLS also needs
+    ``cluster_ca``, ``cluster_cert`` and ``cluster_key``: PEM files of its
+    CA, and of this client's certificate (signed by that CA) and key."""
 
-    def __init__(self, uri: Union[str, "os.PathLike[str]"], cluster: Optional[str] = None):
-        self._w = _native.Warehouse(str(uri), cluster)
+    def __init__(
+        self,
+        uri: Union[str, "os.PathLike[str]"],
+        cluster: Optional[str] = None,
+        cluster_ca: Optional[Union[str, "os.PathLike[str]"]] = None,
+        cluster_cert: Optional[Union[str, "os.PathLike[str]"]] = None,
+        cluster_key: Optional[Union[str, "os.PathLike[str]"]] = None,
+    ):
+        self._w = _native.Warehouse(str(uri), cluster, cluster_ca, cluster_cert, cluster_key)
 
     @property
     def uri(self) -> str:

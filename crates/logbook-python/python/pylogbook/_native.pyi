@@ -1,6 +1,7 @@
 # Type stubs for pylogbook's native module (see pylogbook/__init__.py for the
 # documented API; these are its building blocks).
-from typing import Any, Dict, List, Optional, Tuple
+import os
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 __version__: str
 
@@ -56,7 +57,14 @@ class Run:
     def abort(self) -> None: ...
 
 class Warehouse:
-    def __init__(self, uri: str, cluster: Optional[str] = None) -> None: ...
+    def __init__(
+        self,
+        uri: str,
+        cluster: Optional[str] = None,
+        cluster_ca: Optional[Union[str, os.PathLike[str]]] = None,
+        cluster_cert: Optional[Union[str, os.PathLike[str]]] = None,
+        cluster_key: Optional[Union[str, os.PathLike[str]]] = None,
+    ) -> None: ...
     @property
     def uri(self) -> str: ...
     def create_table(
