@@ -541,6 +541,43 @@ bad!(
     ["--tls-cert/--tls-key", "cannot serve TLS"]
 );
 bad!(
+    a_cluster_ca_that_is_not_pem,
+    |w| {
+        let pem = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        let cert = input(&w, "cert.pem", pem);
+        let key = input(&w, "key.pem", pem);
+        let ca = input(&w, "ca.pem", "not a certificate\n");
+        v(&[
+            "cluster",
+            "scheduler",
+            "--bind",
+            "127.0.0.1:0",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--tls-ca",
+            &ca,
+        ])
+    },
+    ["--tls-cert/--tls-key/--tls-ca", "ca.pem", "not a PEM file"]
+);
+bad!(
+    a_cluster_client_certificate_without_its_ca,
+    |w| {
+        let cert = input(&w, "cert.pem", "x");
+        v(&[
+            "sql",
+            "SELECT 1",
+            "--cluster",
+            "df://127.0.0.1:1",
+            "--cluster-cert",
+            &cert,
+        ])
+    },
+    ["--cluster-ca", "--cluster-key"]
+);
+bad!(
     an_executor_on_an_unspecified_address_without_an_external_host,
     |w| v(&["cluster", "executor", "--bind", "0.0.0.0:50999"]),
     ["0.0.0.0:50999", "--external-host"]

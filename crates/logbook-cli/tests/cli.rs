@@ -1065,17 +1065,16 @@ fn a_reader_that_stops_early_ends_the_command_quietly() {
             .spawn()
             .unwrap();
         let mut first = [0u8; 16];
-        child
-            .stdout
-            .take()
-            .unwrap()
-            .read_exact(&mut first)
-            .unwrap();
+        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
         // The pipe's read end is dropped here: the rest of the output has
         // nowhere to go.
         let out = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.is_empty(), "{format}: {err}");
-        assert_ne!(out.status.code(), Some(0), "{format}: it cannot have printed everything");
+        assert_ne!(
+            out.status.code(),
+            Some(0),
+            "{format}: it cannot have printed everything"
+        );
     }
 }

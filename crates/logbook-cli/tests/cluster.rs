@@ -535,7 +535,13 @@ fn certificates(dir: &Path) -> PathBuf {
             .expect("openssl");
         assert!(out.status.success(), "openssl {args:?}: {out:?}");
     };
-    let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let key = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
     std::fs::write(
         certs.join("leaf.ext"),
         "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=CA:FALSE\n",
@@ -550,15 +556,32 @@ fn certificates(dir: &Path) -> PathBuf {
         openssl(&args);
     }
     for (leaf, ca) in [("node", "ca"), ("client", "ca"), ("rogue", "other-ca")] {
-        let (csr, k, pem) = (format!("{leaf}.csr"), format!("{leaf}.key"), format!("{leaf}.pem"));
+        let (csr, k, pem) = (
+            format!("{leaf}.csr"),
+            format!("{leaf}.key"),
+            format!("{leaf}.pem"),
+        );
         let subject = format!("/CN=logbook test {leaf}");
         let mut args = vec!["req", "-subj", &subject, "-keyout", &k, "-out", &csr];
         args.extend(key);
         openssl(&args);
         let (ca_pem, ca_key) = (format!("{ca}.pem"), format!("{ca}.key"));
         openssl(&[
-            "x509", "-req", "-in", &csr, "-CA", &ca_pem, "-CAkey", &ca_key, "-CAcreateserial",
-            "-days", "1", "-extfile", "leaf.ext", "-out", &pem,
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca_pem,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            "leaf.ext",
+            "-out",
+            &pem,
         ]);
     }
     certs
@@ -604,8 +627,23 @@ fn over_mutual_tls_a_cluster_answers_and_refuses_whoever_has_no_certificate_from
     assert_eq!(distributed, local);
     for i in 0..2 {
         let log = cluster.processes.log(&format!("executor-{i}"));
-        assert!(log.contains("Finished task"), "executor-{i} ran no task:\n{log}");
+        assert!(
+            log.contains("Finished task"),
+            "executor-{i} ran no task:\n{log}"
+        );
     }
+    // `serve --cluster` with the client's certificate: a Flight SQL
+    // client's query runs there.
+    let listen = format!("127.0.0.1:{}", free_port());
+    let url = cluster.url.clone();
+    let mut args = vec!["serve", "--listen", &listen, "--cluster", &url];
+    let serve_tls = client("client", "ca");
+    args.extend(serve_tls.iter().map(String::as_str));
+    cluster.processes.start("serve", &wh, &args);
+    cluster.processes.wait_for("serve", "serving Flight SQL");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let served = runtime.block_on(flight_query(&listen, query));
+    assert_eq!(served, csv_rows(&local), "through serve --cluster");
 
     // Refused, each with one clear line: a client without TLS (it was
     // killed by SIGPIPE, silently, before), a client whose certificate
@@ -630,7 +668,6 @@ fn over_mutual_tls_a_cluster_answers_and_refuses_whoever_has_no_certificate_from
 
     // An executor's Flight service (results, shuffle files) serves only
     // clients with a certificate from the CA.
-    let runtime = tokio::runtime::Runtime::new().unwrap();
     let ca = std::fs::read(certs.join("ca.pem")).unwrap();
     let flight = |identity: Option<&str>| {
         use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
@@ -646,8 +683,7 @@ fn over_mutual_tls_a_cluster_answers_and_refuses_whoever_has_no_certificate_from
             .unwrap();
         runtime.block_on(async move {
             let channel = endpoint.connect().await.map_err(|e| format!("{e:?}"))?;
-            let mut client =
-                arrow_flight::flight_service_client::FlightServiceClient::new(channel);
+            let mut client = arrow_flight::flight_service_client::FlightServiceClient::new(channel);
             client
                 .list_actions(arrow_flight::Empty {})
                 .await
@@ -667,7 +703,14 @@ fn over_mutual_tls_a_cluster_answers_and_refuses_whoever_has_no_certificate_from
     let out = Command::new(env!("CARGO_BIN_EXE_logbook"))
         .arg("--warehouse")
         .arg(&wh)
-        .args(["cluster", "executor", "--scheduler", &scheduler, "--bind", &bind])
+        .args([
+            "cluster",
+            "executor",
+            "--scheduler",
+            &scheduler,
+            "--bind",
+            &bind,
+        ])
         .args(["--grpc-port", &free_port().to_string()])
         .env_remove("LOGBOOK_WAREHOUSE")
         .output()

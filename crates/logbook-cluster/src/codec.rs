@@ -8,7 +8,7 @@
 //! ([`logbook_core::Warehouse::table_files`]): decoding does no I/O, and a
 //! task reads exactly the files planned, whatever was committed since.
 //!
-//! Our bytes start with [`MAGIC`], whose first byte (field 0, wire type 7)
+//! Our bytes start with `MAGIC`, whose first byte (field 0, wire type 7)
 //! no protobuf message starts with, so they cannot be taken for Ballista's.
 
 use std::sync::Arc;

@@ -11,11 +11,11 @@
 //!
 //! Ballista 55 has TLS switches for its clients, not its servers, so:
 //! - the scheduler's gRPC service and each executor's Flight service are
-//!   served here with tonic's TLS ([`ClusterTls::server`]);
+//!   served here with tonic's TLS (`ClusterTls::server`);
 //! - executors fetch their tasks (Ballista's pull scheduling): the task
 //!   service an executor would otherwise serve cannot be given TLS;
 //! - every client endpoint Ballista builds goes through
-//!   [`ClusterTls::endpoint_override`], which also makes its address
+//!   `ClusterTls::endpoint_override`, which also makes its address
 //!   `https://`: Ballista writes some as `http://` whatever its `use_tls`
 //!   says, and tonic speaks TLS only to `https://` addresses (without the
 //!   rewrite such a connection would go out in the clear).
