@@ -700,21 +700,20 @@ fn over_mutual_tls_a_cluster_answers_and_refuses_whoever_has_no_certificate_from
     // An executor without TLS cannot join: it says so and stops.
     let scheduler = cluster.url.trim_start_matches("df://").to_string();
     let bind = format!("127.0.0.1:{}", free_port());
-    let out = Command::new(env!("CARGO_BIN_EXE_logbook"))
-        .arg("--warehouse")
-        .arg(&wh)
-        .args([
+    let grpc = free_port().to_string();
+    let out = logbook(
+        &wh,
+        &[
             "cluster",
             "executor",
             "--scheduler",
             &scheduler,
             "--bind",
             &bind,
-        ])
-        .args(["--grpc-port", &free_port().to_string()])
-        .env_remove("LOGBOOK_WAREHOUSE")
-        .output()
-        .unwrap();
+            "--grpc-port",
+            &grpc,
+        ],
+    );
     let err = refused_at_start(&out);
     assert!(err.contains("if the other side serves TLS"), "{err}");
     cluster.processes.kill("scheduler");
