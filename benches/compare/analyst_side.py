@@ -1,9 +1,18 @@
 """DuckDB's side of the analyst workload (analyst_queries.json), on
-logbook's own Parquet files, with the same thread count."""
+logbook's own Parquet files, with the same thread count.
+
+Usage: analyst_side.py DIR QUERY [THREADS] [MEMORY_LIMIT]
+           [--s3 ENDPOINT PREFIX]
+With --s3 the files are read from an S3 server at ENDPOINT (path-style,
+plain HTTP) through DuckDB's httpfs extension, as shipped by the
+duckdb-ext-httpfs package (loaded by path: nothing downloaded); PREFIX
+(s3://bucket/key) stands for DIR in the files' paths.
+"""
+import argparse
+import importlib.metadata
 import json
 import re
 import resource
-import sys
 import time
 from pathlib import Path
 
@@ -12,15 +21,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
-def main(directory: str, name: str, threads: int, memory_limit: str | None) -> None:
+def main(directory: str, name: str, threads: int, memory_limit: str | None, s3: list[str] | None) -> None:
     queries = json.loads((Path(__file__).parent / "analyst_queries.json").read_text())
     files = json.loads(Path(directory, "files.json").read_text())
+    if s3:
+        local = str(Path(directory).resolve()).rstrip("/")
+        files = json.loads(json.dumps(files).replace(local, s3[1].rstrip("/")))
     query = queries[name]
     sql = query.get("duckdb", query["sql"])
     for key, value in files.items():
         sql = sql.replace("{" + key + "}", str(value))
-    con = duckdb.connect()
+    con = duckdb.connect(config={"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"})
     con.execute(f"SET threads TO {threads}")
+    if s3:
+        httpfs = next(str(f.locate()) for f in importlib.metadata.files("duckdb-ext-httpfs") or []
+                      if f.name == "httpfs.duckdb_extension")
+        con.execute(f"LOAD '{httpfs}'")
+        endpoint = s3[0].removeprefix("http://")
+        con.execute(f"CREATE SECRET (TYPE s3, KEY_ID 'testing', SECRET 'testing', REGION 'us-east-1', "
+                    f"ENDPOINT '{endpoint}', URL_STYLE 'path', USE_SSL false)")
     if memory_limit:
         con.execute(f"SET memory_limit = '{memory_limit}'")
     start = time.perf_counter()
@@ -39,4 +58,11 @@ def main(directory: str, name: str, threads: int, memory_limit: str | None) -> N
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 2, sys.argv[4] if len(sys.argv) > 4 else None)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("directory")
+    parser.add_argument("name")
+    parser.add_argument("threads", nargs="?", type=int, default=2)
+    parser.add_argument("memory_limit", nargs="?")
+    parser.add_argument("--s3", nargs=2, metavar=("ENDPOINT", "PREFIX"))
+    args = parser.parse_args()
+    main(args.directory, args.name, args.threads, args.memory_limit, args.s3)

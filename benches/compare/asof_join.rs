@@ -8,7 +8,10 @@
 //! `asof_join query DIR one|range` runs one as-of join and prints
 //! `{"ms": ..., "rows": ..., "checksum": ...}`; `asof_join analyst DIR
 //! QUERY` runs one query of `analyst_queries.json` and also prints the
-//! bytes the scans read and the process's peak memory.
+//! bytes the scans read and the process's peak memory; `asof_join
+//! analyst-at URI DIR QUERY` does the same on a copy of DIR's warehouse
+//! at URI (`s3://...`, reached as object_store's environment variables
+//! say: `benches/compare/analyst_s3.sh`).
 //! Run them through `benches/compare/run.sh` and `analyst.sh`, which
 //! alternate with DuckDB.
 
@@ -268,8 +271,10 @@ async fn time_sql(dir: &str, sql: &str) {
 
 /// Run query `name` of `analyst_queries.json` and print its time, rows,
 /// checksum (the sum of the last column), bytes the scans read, and peak
-/// memory (the process's, from `/proc`).
-async fn analyst(dir: &str, name: &str) {
+/// memory (the process's, from `/proc`). The warehouse is read at `uri`
+/// (DIR's own, or a copy of it elsewhere); `files.json` from `dir`; the
+/// arguments from `settings` on are statements run first.
+async fn analyst(uri: &str, dir: &str, name: &str, settings: usize) {
     let queries: serde_json::Value =
         serde_json::from_str(include_str!("analyst_queries.json")).unwrap();
     let files: serde_json::Value =
@@ -296,13 +301,13 @@ async fn analyst(dir: &str, name: &str) {
     // threads` are in analyst_side.py: the session (functions, catalog; it
     // opens no table) and its settings. Opening the tables the query names
     // (reading their logs) is on it, as DuckDB's views over the files are.
-    let wh = Warehouse::open(dir).unwrap();
+    let wh = Warehouse::open(uri).unwrap();
     let options = QueryOptions {
         logical_date,
         ..Default::default()
     };
     let ctx = session(&wh, options, None).await.unwrap();
-    for set in std::env::args().skip(4) {
+    for set in std::env::args().skip(settings) {
         ctx.sql(&set).await.unwrap().collect().await.unwrap();
     }
     let start = Instant::now();
@@ -368,12 +373,18 @@ async fn run() {
             let n = |i: usize, default: u64| args.get(i).map_or(default, |s| s.parse().unwrap());
             prepare(dir, n(3, 2_000_000) as usize, n(4, 90)).await
         }
-        (Some("analyst"), Some(dir)) => analyst(dir, args.get(3).map_or("", |s| s.as_str())).await,
+        (Some("analyst"), Some(dir)) => {
+            analyst(dir, dir, args.get(3).map_or("", |s| s.as_str()), 4).await
+        }
+        (Some("analyst-at"), Some(uri)) => {
+            let arg = |i: usize| args.get(i).map_or("", |s| s.as_str());
+            analyst(uri, arg(3), arg(4), 5).await
+        }
         (Some("query"), Some(dir)) => query(dir, args.get(3).map_or("one", |s| s.as_str())).await,
         (Some("explain"), Some(dir)) => explain(dir).await,
         (Some("time"), Some(dir)) => time_sql(dir, args.get(3).map_or("SELECT 1", |s| s.as_str())).await,
         _ => eprintln!(
-            "usage: asof_join prepare DIR [ORDERS DAYS] | asof_join analyst DIR QUERY [SQL...] | asof_join query DIR one|range [SQL...] | asof_join explain DIR [SQL...] | asof_join time DIR QUERY\n(SQL: statements such as SET run first)"
+            "usage: asof_join prepare DIR [ORDERS DAYS] | asof_join analyst DIR QUERY [SQL...] | asof_join analyst-at URI DIR QUERY [SQL...] | asof_join query DIR one|range [SQL...] | asof_join explain DIR [SQL...] | asof_join time DIR QUERY\n(SQL: statements such as SET run first)"
         ),
     }
 }

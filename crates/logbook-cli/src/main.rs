@@ -2,6 +2,7 @@
 
 mod commands;
 mod input;
+mod memory;
 mod output;
 
 use std::process::ExitCode;

@@ -636,3 +636,8 @@ bad!(
     ]),
     ["--pause-during", "25:00-03:00"]
 );
+bad!(
+    a_memory_limit_that_is_not_a_size,
+    |_w| v(&["sql", "SELECT 1", "--memory-limit", "lots"]),
+    ["--memory-limit", "lots", "64MiB"]
+);

@@ -1078,3 +1078,62 @@ fn a_reader_that_stops_early_ends_the_command_quietly() {
         );
     }
 }
+
+/// A query runs in a memory pool: by default 80% of the machine's memory
+/// (it had none: nothing spilled, and a query past the machine's memory was
+/// killed by the kernel); with `--memory-limit` one the query cannot
+/// outgrow, where a join's build side fails saying so and a sort spills.
+#[test]
+fn a_query_runs_in_a_memory_pool_sized_from_the_machine_or_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    ok(&logbook(&wh, &["demo"]));
+    let show = |extra: &[&str]| {
+        let mut args = vec![
+            "sql",
+            "SHOW datafusion.runtime.memory_limit",
+            "--format",
+            "csv",
+        ];
+        args.extend(extra);
+        ok(&logbook(&wh, &args))
+    };
+    let default = show(&[]);
+    assert!(!default.contains("unlimited"), "{default}");
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let total_kib: f64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    // Shown as DataFusion formats sizes ("18G", "64M": whole units, rounded
+    // down): at most 80% (less in a smaller cgroup), and set.
+    let shown_gib: f64 = default
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split(',').nth(1))
+        .and_then(|v| v.trim().strip_suffix('G'))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("a size in GiB: {default}"));
+    let share = total_kib * 0.8 / 1024.0 / 1024.0;
+    assert!(shown_gib <= share, "{shown_gib} GiB of {total_kib} KiB");
+    assert!(shown_gib > 0.0, "{default}");
+    let flag = show(&["--memory-limit", "64MiB"]);
+    assert!(flag.contains(",64M"), "{flag}");
+
+    let join = "SELECT count(*) AS n FROM generate_series(1, 2000000) a \
+                JOIN generate_series(1, 2000000) b ON a.value = b.value";
+    assert!(ok(&logbook(&wh, &["sql", join, "--format", "csv"])).contains("2000000"));
+    let out = logbook(&wh, &["sql", join, "--memory-limit", "1MiB"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Resources exhausted"), "{err}");
+    // A sort past the pool (5M values, 40 MB) spills and answers.
+    let sort = "SELECT max(r) AS r FROM (SELECT row_number() OVER (ORDER BY value DESC) AS r \
+                FROM generate_series(1, 5000000))";
+    let spilled = ok(&logbook(
+        &wh,
+        &["sql", sort, "--memory-limit", "32MiB", "--format", "csv"],
+    ));
+    assert!(spilled.contains("5000000"), "{spilled}");
+}

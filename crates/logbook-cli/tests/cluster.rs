@@ -697,13 +697,15 @@ fn over_mutual_tls_a_cluster_answers_and_refuses_whoever_has_no_certificate_from
     flight(None).expect_err("a client without a certificate");
     flight(Some("rogue")).expect_err("a certificate from another CA");
 
-    // An executor without TLS cannot join: it says so and stops.
+    // An executor the scheduler refuses cannot join: it says so and stops
+    // (one with TLS used to run on, logging failed polls, never given a
+    // task): without TLS, with a certificate another CA signed, trusting
+    // another CA.
     let scheduler = cluster.url.trim_start_matches("df://").to_string();
-    let bind = format!("127.0.0.1:{}", free_port());
-    let grpc = free_port().to_string();
-    let out = logbook(
-        &wh,
-        &[
+    let executor = |extra: Vec<String>| -> String {
+        let bind = format!("127.0.0.1:{}", free_port());
+        let grpc = free_port().to_string();
+        let mut args = vec![
             "cluster",
             "executor",
             "--scheduler",
@@ -712,9 +714,60 @@ fn over_mutual_tls_a_cluster_answers_and_refuses_whoever_has_no_certificate_from
             &bind,
             "--grpc-port",
             &grpc,
-        ],
+        ];
+        args.extend(extra.iter().map(String::as_str));
+        refused_at_start(&logbook_within(&wh, &args, Duration::from_secs(90)))
+    };
+    let plain = executor(vec![]);
+    assert!(plain.contains("if the other side serves TLS"), "{plain}");
+    let tls = |cert: &str, ca: &str| -> Vec<String> {
+        ["--tls-cert", &file(&format!("{cert}.pem")), "--tls-key"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([
+                file(&format!("{cert}.key")),
+                "--tls-ca".into(),
+                file(&format!("{ca}.pem")),
+            ])
+            .collect()
+    };
+    let rogue = executor(tls("rogue", "ca"));
+    assert!(rogue.contains("did not answer"), "{rogue}");
+    assert!(
+        rogue.contains("may have refused this certificate"),
+        "{rogue}"
     );
-    let err = refused_at_start(&out);
-    assert!(err.contains("if the other side serves TLS"), "{err}");
+    let untrusting = executor(tls("node", "other-ca"));
+    assert!(
+        untrusting.contains("not signed by the CA given"),
+        "{untrusting}"
+    );
     cluster.processes.kill("scheduler");
+}
+
+/// `logbook` with a deadline: a process still running after `limit` is
+/// killed and the test fails (a refused executor used to run forever).
+fn logbook_within(wh: &Path, args: &[&str], limit: Duration) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_logbook"))
+        .arg("--warehouse")
+        .arg(wh)
+        .args(args)
+        .env_remove("LOGBOOK_WAREHOUSE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start logbook");
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "logbook {args:?} still running after {limit:?}:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.wait_with_output().unwrap()
 }

@@ -19,7 +19,9 @@ use arrow_flight::flight_service_server::FlightServiceServer;
 use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::error::BallistaError;
 use ballista_core::extension::SessionConfigExt;
-use ballista_core::utils::create_grpc_server;
+use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
+use ballista_core::serde::protobuf::GetJobStatusParams;
+use ballista_core::utils::{create_grpc_client_endpoint, create_grpc_server, GrpcClientConfig};
 use ballista_executor::executor_process::{start_executor_process, ExecutorProcessConfig};
 use ballista_executor::flight_service::BallistaFlightService;
 use ballista_executor::ArrowFlightServerProvider;
@@ -76,13 +78,15 @@ impl ExecutorOptions {
 }
 
 /// Run an executor until the process ends. Fails at once if `warehouse`
-/// cannot be read from here or the scheduler cannot be reached.
+/// cannot be read from here or the scheduler does not answer it (not
+/// there, or refusing its TLS).
 pub async fn run_executor(
     warehouse: Warehouse,
     options: ExecutorOptions,
 ) -> Result<(), ClusterError> {
     check_warehouse(&warehouse, "executor").await?;
     let external = reachable_host(&options)?;
+    probe_scheduler(&options).await?;
     // Ballista logs a port it cannot bind and returns as from a shutdown:
     // find out here, and fail naming it.
     // With TLS no task port is served (tasks are fetched).
@@ -181,6 +185,50 @@ fn with_tls(config: ExecutorProcessConfig, tls: &ClusterTls) -> ExecutorProcessC
         ..config
     }
 }
+
+/// Fails unless the scheduler answers a call from here. Ballista's
+/// executor connects and then, fetching tasks, logs every failed poll and
+/// goes on: with TLS 1.3 a connection is made before the server has checked
+/// this side's certificate, so a scheduler that refuses it (or serves
+/// without TLS) would leave an executor running that never gets a task.
+/// The call is a status request for a job that does not exist.
+async fn probe_scheduler(options: &ExecutorOptions) -> Result<(), ClusterError> {
+    let address = options.scheduler;
+    let tls = options.tls.is_some();
+    let failed = |message: String| {
+        let hint = crate::tls::mismatch_hint(tls, &message);
+        ClusterError::Ballista(format!(
+            "executor: the scheduler at {address} did not answer: {message}{hint}"
+        ))
+    };
+    let endpoint = create_grpc_client_endpoint(
+        format!("http://{address}"),
+        Some(&GrpcClientConfig::default()),
+    )
+    .map_err(|e| failed(format!("{e:?}")))?;
+    let endpoint = match &options.tls {
+        None => endpoint,
+        Some(tls) => (tls.endpoint_override())(endpoint).map_err(|e| failed(e.to_string()))?,
+    };
+    let call = async {
+        let channel = endpoint.connect().await.map_err(|e| format!("{e:?}"))?;
+        SchedulerGrpcClient::new(channel)
+            .get_job_status(GetJobStatusParams {
+                job_id: "logbook-executor-start-up-check".into(),
+            })
+            .await
+            .map(|_| ())
+            .map_err(|status| format!("{status:?}"))
+    };
+    match tokio::time::timeout(PROBE_TIMEOUT, call).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(message)) => Err(failed(message)),
+        Err(_) => Err(failed(format!("no answer in {PROBE_TIMEOUT:?}"))),
+    }
+}
+
+/// How long the start-up call to the scheduler may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The host the scheduler tells clients and other executors to fetch this
 /// executor's outputs from.

@@ -14,11 +14,19 @@
 //!   served here with tonic's TLS (`ClusterTls::server`);
 //! - executors fetch their tasks (Ballista's pull scheduling): the task
 //!   service an executor would otherwise serve cannot be given TLS;
-//! - every client endpoint Ballista builds goes through
-//!   `ClusterTls::endpoint_override`, which also makes its address
-//!   `https://`: Ballista writes some as `http://` whatever its `use_tls`
-//!   says, and tonic speaks TLS only to `https://` addresses (without the
-//!   rewrite such a connection would go out in the clear).
+//! - every client endpoint Ballista builds from a process's or a session's
+//!   configuration goes through `ClusterTls::endpoint_override`, which
+//!   also makes its address `https://`: Ballista writes some as `http://`
+//!   whatever its `use_tls` says, and tonic speaks TLS only to `https://`
+//!   addresses (without the rewrite such a connection would go out in the
+//!   clear). The one connection Ballista makes without the hook, the
+//!   scheduler's check of an executor that registers for pushed tasks,
+//!   does not happen: TLS executors fetch.
+//!
+//! The certificates carry no roles: whoever holds one from the CA can
+//! query, and can also register as an executor and be given tasks (so
+//! return rows of its choosing to other queries). The README says whom to
+//! give them to.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -124,21 +132,36 @@ impl ClusterTls {
             .identity(self.identity.tonic())
     }
 
-    /// The hook Ballista calls on every client endpoint it builds: the
-    /// address made `https://` and this side's TLS set. Ballista's own
-    /// timeouts and keep-alives are applied again to the new endpoint.
+    /// The hook Ballista calls on the client endpoints it builds: the
+    /// address made `https://` and this side's TLS set. The endpoint it is
+    /// handed cannot be read back, so the new one gets Ballista's default
+    /// timeouts and keep-alives (`GrpcClientConfig::default()`): 20 s to
+    /// connect and 20 s for a call's response headers (a Flight fetch of
+    /// shuffle files or results gets that limit, which Ballista's plain
+    /// fetches do not set; its rows stream without one). An address that is
+    /// neither `http://` nor `https://` is refused rather than sent in the
+    /// clear.
     pub(crate) fn endpoint_override(&self) -> EndpointOverrideFn {
         let tls = self.client();
         Arc::new(move |endpoint| {
-            let uri = endpoint.uri().to_string();
-            let uri = match uri.strip_prefix("http://") {
-                Some(rest) => format!("https://{rest}"),
-                None => uri,
-            };
+            let uri = https(&endpoint.uri().to_string())?;
             let config = GrpcClientConfig::default();
             Ok(create_grpc_client_endpoint(uri, Some(&config))?.tls_config(tls.clone())?)
         })
     }
+}
+
+/// `uri` with the scheme TLS needs: `http://` becomes `https://`.
+fn https(uri: &str) -> Result<String, ClusterError> {
+    if let Some(rest) = uri.strip_prefix("http://") {
+        return Ok(format!("https://{rest}"));
+    }
+    if uri.starts_with("https://") {
+        return Ok(uri.to_string());
+    }
+    Err(ClusterError::Config(format!(
+        "{uri}: a cluster connection over TLS needs an http:// or https:// address"
+    )))
 }
 
 /// A PEM file's bytes, or an error naming the file.
@@ -155,18 +178,37 @@ fn read_pem(path: &Path) -> Result<Vec<u8>, ClusterError> {
 }
 
 /// What a failed connection's message may mean when one side speaks TLS
-/// and the other does not, or certificates do not match; "" when it is not
-/// a failed connection. tonic reports a refused handshake in several ways
-/// (a protocol error, an alert, a closed or unready connection, a broken
-/// pipe: it depends on who writes first), none naming TLS, so any failed
-/// connection gets the hint, worded as a possibility.
+/// and the other does not, or certificates do not match; "" when it says
+/// nothing of the kind (a call the server answered, nothing listening at
+/// the address, a name that does not resolve). tonic reports a refused
+/// handshake in several ways (a protocol error, an alert, a closed or
+/// unready connection, a broken pipe: it depends on who writes first), none
+/// naming TLS, so a connection dropped after it was made gets the hint,
+/// worded as a possibility.
 pub(crate) fn mismatch_hint(tls: bool, message: &str) -> &'static str {
-    // A connection that failed, not a call the server answered.
-    let dropped = message.contains("Error(Transport") || message.contains("h2 protocol error");
-    match tls {
-        true if message.contains("InvalidCertificate") => {
+    if message.contains("InvalidCertificate") {
+        // rustls names why it refused the other side's certificate.
+        return if message.contains("UnknownIssuer") {
             "; the other side's certificate is not signed by the CA given"
-        }
+        } else if message.contains("NotValidForName") {
+            "; the other side's certificate does not name the address it was reached at"
+        } else if message.contains("Expired") || message.contains("NotValidYet") {
+            "; the other side's certificate is outside its validity period"
+        } else {
+            ""
+        };
+    }
+    let unreached = [
+        "Connection refused",
+        "dns error",
+        "os error 111",
+        "timed out",
+    ]
+    .iter()
+    .any(|m| message.contains(m));
+    let dropped = !unreached
+        && (message.contains("Error(Transport") || message.contains("h2 protocol error"));
+    match tls {
         true if dropped => {
             "; the other side may have refused this certificate (not signed by its CA), or not serve TLS"
         }
@@ -174,5 +216,48 @@ pub(crate) fn mismatch_hint(tls: bool, message: &str) -> &'static str {
             "; if the other side serves TLS, give the cluster's CA and a certificate it signed"
         }
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Messages as tonic and rustls print them (Debug of a transport error).
+    const REFUSED: &str = "Status { code: Unavailable, message: \"tcp connect error\", source: Some(tonic::transport::Error(Transport, ConnectError(\"tcp connect error\", 127.0.0.1:1, Os { code: 111, kind: ConnectionRefused, message: \"Connection refused\" }))) }";
+    const RESET: &str = "Status { code: Unknown, message: \"transport error\", source: Some(tonic::transport::Error(Transport, hyper::Error(Io, Kind(BrokenPipe)))) }";
+
+    #[test]
+    fn nothing_listening_is_not_called_a_tls_mismatch() {
+        assert_eq!(mismatch_hint(true, REFUSED), "");
+        assert_eq!(mismatch_hint(false, REFUSED), "");
+    }
+
+    #[test]
+    fn a_dropped_connection_may_be_a_tls_mismatch_on_either_side() {
+        assert!(mismatch_hint(true, RESET).contains("refused this certificate"));
+        assert!(mismatch_hint(false, RESET).contains("if the other side serves TLS"));
+    }
+
+    #[test]
+    fn a_refused_server_certificate_says_why_rustls_refused_it() {
+        let said = |why: &str| {
+            mismatch_hint(
+                true,
+                &format!("invalid peer certificate: InvalidCertificate({why})"),
+            )
+        };
+        assert!(said("UnknownIssuer").contains("not signed by the CA given"));
+        assert!(said("NotValidForName").contains("does not name the address"));
+        assert!(said("Expired").contains("validity period"));
+        assert_eq!(said("BadSignature"), "");
+    }
+
+    #[test]
+    fn a_tls_endpoint_is_https_and_nothing_else() {
+        assert_eq!(https("http://h:1/").unwrap(), "https://h:1/");
+        assert_eq!(https("https://h:1/").unwrap(), "https://h:1/");
+        let err = https("grpc://h:1/").unwrap_err().to_string();
+        assert!(err.contains("grpc://h:1/"), "{err}");
     }
 }

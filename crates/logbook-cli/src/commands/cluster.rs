@@ -60,8 +60,8 @@ pub struct ExecutorArgs {
     work_dir: Option<PathBuf>,
     /// Memory its tasks may hold before spilling, shared by its concurrent
     /// tasks (e.g. 512MiB; default: Ballista's share of the machine).
-    #[arg(long, value_parser = parse_bytes)]
-    memory_limit: Option<u64>,
+    #[arg(long, value_parser = super::common::parse_size)]
+    memory_limit: Option<usize>,
     /// How often it tells the scheduler it is alive.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
     heartbeat: Duration,
@@ -138,12 +138,6 @@ fn load(
         .map_err(|e| CliError::Input(format!("{}: {e}", flags.join("/"))))
 }
 
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    s.parse::<bytesize::ByteSize>()
-        .map(|b| b.as_u64())
-        .map_err(|e| format!("{s:?} is not a size (e.g. 512MiB): {e}"))
-}
-
 pub async fn run(warehouse: Warehouse, command: Command) -> Result<(), CliError> {
     match command {
         Command::Scheduler(args) => {
@@ -162,7 +156,7 @@ pub async fn run(warehouse: Warehouse, command: Command) -> Result<(), CliError>
                 external_host: args.external_host,
                 concurrent_tasks: args.concurrent_tasks,
                 work_dir: args.work_dir,
-                memory_limit: args.memory_limit,
+                memory_limit: args.memory_limit.map(|b| b as u64),
                 heartbeat: args.heartbeat,
                 tls: args.tls.load()?,
                 ..defaults

@@ -132,3 +132,10 @@ pub async fn shutdown_signal() {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
+
+/// A size as people write it (`64MiB`, `1GiB`, a byte count).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    s.parse::<bytesize::ByteSize>()
+        .map(|b| b.as_u64() as usize)
+        .map_err(|e| format!("invalid size {s:?} ({e}); use e.g. 64MiB, 1GiB or a byte count"))
+}

@@ -8,6 +8,7 @@ use logbook_core::clock::{Clock, SystemClock};
 use logbook_core::maintenance::{self, CompactOptions, Keep, VacuumOptions};
 use logbook_core::{RunClass, Warehouse};
 
+use super::common::parse_size;
 use super::CliError;
 
 #[derive(Debug, clap::Args)]
@@ -38,12 +39,6 @@ pub struct CompactArgs {
     /// Show the plan; rewrite nothing.
     #[arg(long)]
     dry_run: bool,
-}
-
-fn parse_size(s: &str) -> Result<usize, String> {
-    s.parse::<bytesize::ByteSize>()
-        .map(|b| b.as_u64() as usize)
-        .map_err(|e| format!("invalid size {s:?} ({e}); use e.g. 64MiB, 1GiB or a byte count"))
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -8,7 +8,7 @@ use logbook_core::{DimensionMode, Warehouse};
 use logbook_datafusion::{session, QueryOptions};
 
 use super::cluster::ClusterClientArgs;
-use super::common::{parse_mode, query_err};
+use super::common::{parse_mode, parse_size, query_err};
 use super::CliError;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -47,6 +47,12 @@ pub struct Args {
     cluster: Option<String>,
     #[command(flatten)]
     cluster_tls: ClusterClientArgs,
+    /// Memory the query may hold before sorts, aggregates and joins spill
+    /// to disk or fail saying so (`512MiB`, `4GiB`); default: 80% of the
+    /// machine's (of its cgroup's limit in a container). On a cluster it is
+    /// the client's: executors have their own (`--memory-limit`).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    memory_limit: Option<usize>,
 }
 
 fn parse_pin(s: &str) -> Result<(String, u64), String> {
@@ -96,6 +102,9 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         None => None,
     };
     let ctx = session(warehouse, options, None).await.map_err(query_err)?;
+    if let Some(limit) = args.memory_limit.or_else(crate::memory::default_limit) {
+        crate::memory::apply(&ctx, limit).await?;
+    }
     let df = logbook_datafusion::sql(&ctx, &args.query)
         .await
         .map_err(query_err)?;
