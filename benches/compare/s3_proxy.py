@@ -34,15 +34,25 @@ class Proxy(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         time.sleep(LATENCY)
-        upstream = getattr(self, "upstream", None)
-        if upstream is None:
-            upstream = self.upstream = http.client.HTTPConnection("127.0.0.1", UPSTREAM_PORT)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
         if body is not None:
             headers["Content-Length"] = str(len(body))
-        upstream.request(self.command, self.path, body, headers)
-        response = upstream.getresponse()
-        data = response.read()
+        # The upstream connection is this client connection's; one that
+        # the server closed meanwhile is opened again, once.
+        for attempt in (1, 2):
+            upstream = getattr(self, "upstream", None)
+            if upstream is None:
+                upstream = self.upstream = http.client.HTTPConnection("127.0.0.1", UPSTREAM_PORT)
+            try:
+                upstream.request(self.command, self.path, body, headers)
+                response = upstream.getresponse()
+                data = response.read()
+                break
+            except (http.client.HTTPException, ConnectionError):
+                upstream.close()
+                self.upstream = None
+                if attempt == 2:
+                    raise
         self.send_response(response.status, response.reason)
         for key, value in response.getheaders():
             if key.lower() not in HOP:
