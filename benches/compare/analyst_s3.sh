@@ -12,13 +12,14 @@
 set -euo pipefail
 rounds="${1:-3}"; latency="${2:-20}"; orders="${3:-2000000}"; days="${4:-90}"
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$here/../.."
+root="$(cd "$here/../.." && pwd)"
+cd "$root"   # venv.sh's defaults are relative to the repository root
 work="${LOGBOOK_BENCH_DIR:-$root/target/compare}"
 mkdir -p "$work"
 . "$root/scripts/venv.sh"
 venv="$work/venv-s3"
 ensure_venv "$venv" "duckdb==1.4.4 duckdb-ext-httpfs==1.4.4.20260205 pyarrow==26.0.1"
-(cd "$root" && cargo build --release --example asof_join)
+cargo build --release --example asof_join
 bin="${CARGO_TARGET_DIR:-$root/target}/release/examples/asof_join"
 data="$work/analyst-$orders-$days"
 [ -f "$data/files.json" ] || { rm -rf "$data"; "$bin" prepare "$data" "$orders" "$days"; }
@@ -43,6 +44,7 @@ for path in root.rglob("*"):
         s3.upload_file(str(path), "logbook-test", f"analyst/{path.relative_to(root)}")
 PY
 for _ in $(seq 50); do grep -q listening "$work/s3-proxy.out" && break; sleep 0.1; done
+grep -q listening "$work/s3-proxy.out" || { echo "the S3 proxy did not start" >&2; cat "$work/s3-proxy.out" >&2; exit 1; }
 endpoint="http://127.0.0.1:$port"
 uri="s3://logbook-test/analyst"
 export AWS_ENDPOINT="$endpoint" AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=testing \

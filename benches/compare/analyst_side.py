@@ -25,8 +25,13 @@ def main(directory: str, name: str, threads: int, memory_limit: str | None, s3: 
     queries = json.loads((Path(__file__).parent / "analyst_queries.json").read_text())
     files = json.loads(Path(directory, "files.json").read_text())
     if s3:
-        local = str(Path(directory).resolve()).rstrip("/")
-        files = json.loads(json.dumps(files).replace(local, s3[1].rstrip("/")))
+        local = Path(directory).resolve()
+        remote = s3[1].rstrip("/")
+        # Every file's path moved to the bucket (relative_to fails on one
+        # outside DIR: nothing is read locally by mistake).
+        for key, value in files.items():
+            if isinstance(value, list):
+                files[key] = [f"{remote}/{Path(p).relative_to(local)}" for p in value]
     query = queries[name]
     sql = query.get("duckdb", query["sql"])
     for key, value in files.items():

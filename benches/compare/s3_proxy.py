@@ -60,11 +60,13 @@ class Proxy(BaseHTTPRequestHandler):
         # A HEAD response states the object's length, not its own.
         length = response.getheader("Content-Length") if self.command == "HEAD" else None
         self.send_header("Content-Length", length or str(len(data)))
+        # Logged before the client has its answer: a client that exits on
+        # it has every request of its run counted in its run.
+        with LOG_LOCK:
+            LOG.write(f"{self.command} {self.path} {response.status} {len(data)}\n")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
-        with LOG_LOCK:
-            LOG.write(f"{self.command} {self.path} {response.status} {len(data)}\n")
 
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = forward
 

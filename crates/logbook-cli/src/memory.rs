@@ -4,8 +4,10 @@
 //! Without a pool DataFusion's operators never spill: a query past the
 //! machine's memory is killed by the kernel, with nothing said. The default
 //! is DuckDB's: 80% of the machine's memory, the smaller of its physical
-//! memory and its cgroup's limit (a container's). `--memory-limit` sets
-//! another.
+//! memory and its own cgroup v2 group's limit (a container's; a limit set
+//! only on a parent group, or under cgroup v1, is not seen).
+//! `--memory-limit` sets another. A join's build side cannot spill: past
+//! the pool it fails saying so.
 
 use logbook_datafusion::datafusion::prelude::SessionContext;
 

@@ -641,3 +641,15 @@ bad!(
     |_w| v(&["sql", "SELECT 1", "--memory-limit", "lots"]),
     ["--memory-limit", "lots", "64MiB"]
 );
+bad!(
+    a_memory_limit_for_a_cluster_client,
+    |_w| v(&[
+        "sql",
+        "SELECT 1",
+        "--memory-limit",
+        "1GiB",
+        "--cluster",
+        "df://127.0.0.1:1"
+    ]),
+    ["--memory-limit", "--cluster"]
+);

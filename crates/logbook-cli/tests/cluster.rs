@@ -605,16 +605,19 @@ fn over_mutual_tls_a_cluster_answers_and_refuses_whoever_has_no_certificate_from
     let node: Vec<&str> = node.iter().map(String::as_str).collect();
     let mut cluster = start_cluster_with(dir.path(), &wh, 2, &node);
     std::thread::sleep(Duration::from_millis(500)); // their first polls
-    let client = |cert: &str, ca: &str| -> Vec<String> {
+                                                    // A certificate and the CA trusted, under a process's flags
+                                                    // (`--tls-*`) or a client's (`--cluster-*`).
+    let identity = |flags: &str, cert: &str, ca: &str| -> Vec<String> {
         vec![
-            "--cluster-ca".into(),
-            file(&format!("{ca}.pem")),
-            "--cluster-cert".into(),
+            format!("--{flags}-cert"),
             file(&format!("{cert}.pem")),
-            "--cluster-key".into(),
+            format!("--{flags}-key"),
             file(&format!("{cert}.key")),
+            format!("--{flags}-ca"),
+            file(&format!("{ca}.pem")),
         ]
     };
+    let client = |cert: &str, ca: &str| identity("cluster", cert, ca);
 
     // Two stages: partial aggregates on both executors, the final one
     // reading their shuffle outputs from each other, all over TLS (the
@@ -720,24 +723,13 @@ fn over_mutual_tls_a_cluster_answers_and_refuses_whoever_has_no_certificate_from
     };
     let plain = executor(vec![]);
     assert!(plain.contains("if the other side serves TLS"), "{plain}");
-    let tls = |cert: &str, ca: &str| -> Vec<String> {
-        ["--tls-cert", &file(&format!("{cert}.pem")), "--tls-key"]
-            .iter()
-            .map(|s| s.to_string())
-            .chain([
-                file(&format!("{cert}.key")),
-                "--tls-ca".into(),
-                file(&format!("{ca}.pem")),
-            ])
-            .collect()
-    };
-    let rogue = executor(tls("rogue", "ca"));
+    let rogue = executor(identity("tls", "rogue", "ca"));
     assert!(rogue.contains("did not answer"), "{rogue}");
     assert!(
         rogue.contains("may have refused this certificate"),
         "{rogue}"
     );
-    let untrusting = executor(tls("node", "other-ca"));
+    let untrusting = executor(identity("tls", "node", "other-ca"));
     assert!(
         untrusting.contains("not signed by the CA given"),
         "{untrusting}"
@@ -748,26 +740,35 @@ fn over_mutual_tls_a_cluster_answers_and_refuses_whoever_has_no_certificate_from
 /// `logbook` with a deadline: a process still running after `limit` is
 /// killed and the test fails (a refused executor used to run forever).
 fn logbook_within(wh: &Path, args: &[&str], limit: Duration) -> std::process::Output {
+    // stderr to a file: a pipe nobody reads would stall a talkative child.
+    let log = tempfile::NamedTempFile::new().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_logbook"))
         .arg("--warehouse")
         .arg(wh)
         .args(args)
         .env_remove("LOGBOOK_WAREHOUSE")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(log.reopen().unwrap())
         .spawn()
         .expect("start logbook");
     let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
         if start.elapsed() > limit {
             let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
+            let _ = child.wait();
             panic!(
                 "logbook {args:?} still running after {limit:?}:\n{}",
-                String::from_utf8_lossy(&out.stderr)
+                std::fs::read_to_string(log.path()).unwrap_or_default()
             );
         }
         std::thread::sleep(Duration::from_millis(100));
+    };
+    std::process::Output {
+        status,
+        stdout: Vec::new(),
+        stderr: std::fs::read(log.path()).unwrap(),
     }
-    child.wait_with_output().unwrap()
 }

@@ -86,7 +86,6 @@ pub async fn run_executor(
 ) -> Result<(), ClusterError> {
     check_warehouse(&warehouse, "executor").await?;
     let external = reachable_host(&options)?;
-    probe_scheduler(&options).await?;
     // Ballista logs a port it cannot bind and returns as from a shutdown:
     // find out here, and fail naming it.
     // With TLS no task port is served (tasks are fetched).
@@ -104,6 +103,9 @@ pub async fn run_executor(
         std::net::TcpListener::bind(addr)
             .map_err(|e| ClusterError::Config(format!("executor: cannot listen on {addr}: {e}")))?;
     }
+    // After the local checks: an unreachable scheduler takes up to
+    // PROBE_TIMEOUT to say so.
+    probe_scheduler(&options).await?;
     // A temporary directory is kept (`_temp`) until the executor stops:
     // its shuffle files live there.
     let (work_dir, _temp) = match &options.work_dir {

@@ -20,8 +20,10 @@
 //!   whatever its `use_tls` says, and tonic speaks TLS only to `https://`
 //!   addresses (without the rewrite such a connection would go out in the
 //!   clear). The one connection Ballista makes without the hook, the
-//!   scheduler's check of an executor that registers for pushed tasks,
-//!   does not happen: TLS executors fetch.
+//!   scheduler's check of an executor that registers for pushed tasks, is
+//!   not made for logbook's TLS executors (they fetch); a certificate
+//!   holder registering by hand makes the scheduler open a plain
+//!   connection to the address it names, and learns nothing from it.
 //!
 //! The certificates carry no roles: whoever holds one from the CA can
 //! query, and can also register as an executor and be given tasks (so
@@ -195,7 +197,8 @@ pub(crate) fn mismatch_hint(tls: bool, message: &str) -> &'static str {
         } else if message.contains("Expired") || message.contains("NotValidYet") {
             "; the other side's certificate is outside its validity period"
         } else {
-            ""
+            // rustls's reason follows in the message.
+            "; the other side's certificate was refused"
         };
     }
     let unreached = [
@@ -250,7 +253,7 @@ mod tests {
         assert!(said("UnknownIssuer").contains("not signed by the CA given"));
         assert!(said("NotValidForName").contains("does not name the address"));
         assert!(said("Expired").contains("validity period"));
-        assert_eq!(said("BadSignature"), "");
+        assert!(said("BadSignature").contains("was refused"));
     }
 
     #[test]

@@ -49,9 +49,10 @@ pub struct Args {
     cluster_tls: ClusterClientArgs,
     /// Memory the query may hold before sorts, aggregates and joins spill
     /// to disk or fail saying so (`512MiB`, `4GiB`); default: 80% of the
-    /// machine's (of its cgroup's limit in a container). On a cluster it is
-    /// the client's: executors have their own (`--memory-limit`).
-    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    /// machine's (of its cgroup v2 limit in a container). Not with
+    /// `--cluster`: executors have their own (`cluster executor
+    /// --memory-limit`).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE", conflicts_with = "cluster")]
     memory_limit: Option<usize>,
 }
 
@@ -102,8 +103,11 @@ pub async fn run(warehouse: &Warehouse, args: Args) -> Result<(), CliError> {
         None => None,
     };
     let ctx = session(warehouse, options, None).await.map_err(query_err)?;
-    if let Some(limit) = args.memory_limit.or_else(crate::memory::default_limit) {
-        crate::memory::apply(&ctx, limit).await?;
+    // The client of a cluster runs no operator: a pool would limit nothing.
+    if cluster.is_none() {
+        if let Some(limit) = args.memory_limit.or_else(crate::memory::default_limit) {
+            crate::memory::apply(&ctx, limit).await?;
+        }
     }
     let df = logbook_datafusion::sql(&ctx, &args.query)
         .await
