@@ -3,8 +3,11 @@ benchmarks (benches/compare/analyst_s3.sh).
 
 Every request waits LATENCY_MS before it is forwarded, as a round trip to
 a distant object store would, and is logged as one line
-"METHOD PATH STATUS BYTES" (BYTES: the response body's length) to LOG, so
-that a run can count the requests and bytes each reader made.
+"METHOD PATH STATUS BYTES START_MS UPSTREAM_MS" to LOG (BYTES: the
+response body's length; START_MS: when the request arrived, in ms since
+the epoch; UPSTREAM_MS: how long the S3 server took to answer it), so that
+a run can count the requests and bytes each reader made, and see which of
+them waited on which.
 
 Usage: python s3_proxy.py UPSTREAM_PORT LISTEN_PORT LATENCY_MS LOG
 
@@ -29,8 +32,13 @@ HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 
 class Proxy(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes: with Nagle's algorithm the
+    # body waited for the client's delayed ACK of the headers, 40 ms that
+    # no real store adds.
+    disable_nagle_algorithm = True
 
     def forward(self) -> None:
+        start = time.time()
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         time.sleep(LATENCY)
@@ -44,9 +52,11 @@ class Proxy(BaseHTTPRequestHandler):
             if upstream is None:
                 upstream = self.upstream = http.client.HTTPConnection("127.0.0.1", UPSTREAM_PORT)
             try:
+                asked = time.time()
                 upstream.request(self.command, self.path, body, headers)
                 response = upstream.getresponse()
                 data = response.read()
+                answered = time.time()
                 break
             except (http.client.HTTPException, ConnectionError):
                 upstream.close()
@@ -63,7 +73,10 @@ class Proxy(BaseHTTPRequestHandler):
         # Logged before the client has its answer: a client that exits on
         # it has every request of its run counted in its run.
         with LOG_LOCK:
-            LOG.write(f"{self.command} {self.path} {response.status} {len(data)}\n")
+            LOG.write(
+                f"{self.command} {self.path} {response.status} {len(data)} "
+                f"{start * 1000:.1f} {(answered - asked) * 1000:.1f}\n"
+            )
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)

@@ -25,6 +25,12 @@ pub struct CountingStore {
     /// Entries returned by listings: a listing from an offset that fell back
     /// to listing everything costs one call either way, but not one entry.
     listed: Arc<std::sync::atomic::AtomicUsize>,
+    /// How long each GET and HEAD waits before it is answered (a round
+    /// trip), so that requests a reader makes at once overlap.
+    delay: Option<std::time::Duration>,
+    /// GETs and HEADs under way, and the most there were at once.
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    most_in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl CountingStore {
@@ -37,7 +43,22 @@ impl CountingStore {
             written_ms: Default::default(),
             bytes_put: Default::default(),
             listed: Default::default(),
+            delay: None,
+            in_flight: Default::default(),
+            most_in_flight: Default::default(),
         }
+    }
+
+    /// Answer each GET and HEAD after `delay`, as a store over a network.
+    pub fn with_delay(mut self, delay: std::time::Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// The most GETs and HEADs that were under way at once, then start again.
+    pub fn take_most_in_flight(&self) -> usize {
+        self.most_in_flight
+            .swap(0, std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Report each object's modification time as `clock`'s time when it was written.
@@ -148,7 +169,15 @@ impl ObjectStore for CountingStore {
         if !options.head {
             self.reads.lock().unwrap().push(location.to_string());
         }
-        let mut result = self.inner.get_opts(location, options).await?;
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, SeqCst);
+        if let Some(delay) = self.delay {
+            tokio::time::sleep(delay).await;
+        }
+        let result = self.inner.get_opts(location, options).await;
+        self.in_flight.fetch_sub(1, SeqCst);
+        let mut result = result?;
         if let Some(ms) = self.written_ms.lock().unwrap().get(location.as_ref()) {
             result.meta.last_modified = chrono::DateTime::from_timestamp_millis(*ms).unwrap();
         }

@@ -14,8 +14,24 @@ use crate::counting_store::CountingStore;
 
 /// A warehouse on a counting `memory://` store holding table `orders`.
 async fn counted(name: &str) -> (Arc<CountingStore>, Warehouse, Table) {
-    let store = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
-    let loc = StorageLocation::from_store(store.clone(), "wh", "memory://wh");
+    counted_at(
+        name,
+        CountingStore::new(Arc::new(InMemory::new())),
+        "memory://wh",
+    )
+    .await
+}
+
+/// A warehouse on `store`, named by `uri` (whose scheme says whether
+/// readers treat it as an object store over a network), holding table
+/// `name`.
+async fn counted_at(
+    name: &str,
+    store: CountingStore,
+    uri: &str,
+) -> (Arc<CountingStore>, Warehouse, Table) {
+    let store = Arc::new(store);
+    let loc = StorageLocation::from_store(store.clone(), "wh", uri);
     let wh = Warehouse::new(loc, options());
     let schema = TableSchema::parse_spec(name, SPEC, "date").unwrap();
     let t = wh.create_table(name, schema).await.unwrap();
@@ -36,6 +52,14 @@ async fn three_dates() -> (Arc<CountingStore>, Warehouse, u64) {
 /// Run `sql` in a fresh session; the scan's counters.
 async fn query(wh: &Warehouse, sql: &str) -> HashMap<String, usize> {
     let ctx = session(wh, QueryOptions::default(), None).await.unwrap();
+    query_in(&ctx, sql).await
+}
+
+/// Run `sql` in `ctx`; the scan's counters.
+async fn query_in(
+    ctx: &logbook::query::datafusion::prelude::SessionContext,
+    sql: &str,
+) -> HashMap<String, usize> {
     let plan = logbook::query::sql(&ctx, sql)
         .await
         .unwrap()
@@ -95,6 +119,75 @@ async fn a_small_file_is_fetched_in_one_request() {
 }
 
 #[tokio::test]
+async fn on_an_object_store_a_file_up_to_a_mebibyte_is_fetched_whole_and_files_are_opened_eight_ahead(
+) {
+    // Each request waits, as a round trip does, so that those a scan makes
+    // at once overlap; the uri says the store is S3 (it is memory here).
+    let delay = std::time::Duration::from_millis(20);
+    for (uri, whole, ahead) in [
+        ("s3://bucket/wh", true, 8..=16),
+        ("memory://wh", false, 1..=4),
+    ] {
+        let store = CountingStore::new(Arc::new(InMemory::new())).with_delay(delay);
+        let (store, wh, t) = counted_at("orders", store, uri).await;
+        for i in 0..12u64 {
+            let d = date("2026-03-01") + chrono::Days::new(i);
+            let size = incompressible(&t, d, 16000).await;
+            // Past the bound on local stores, within the one on remote ones.
+            assert!((256 * 1024..=1024 * 1024).contains(&size), "{size} bytes");
+        }
+        let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+        ctx.sql("SET datafusion.execution.target_partitions = 2")
+            .await
+            .unwrap();
+        store.take_reads();
+        store.take_most_in_flight();
+        let counts = query_in(&ctx, "SELECT sum(id) FROM orders").await;
+        assert_eq!(counts["files_opened"], 12, "{counts:?}");
+        let data_reads = store
+            .take_reads()
+            .iter()
+            .filter(|p| p.contains("/data/"))
+            .count();
+        match whole {
+            true => assert_eq!(data_reads, 12, "{uri}: one GET per file"),
+            false => assert_eq!(data_reads, 24, "{uri}: the footer's tail, then the column"),
+        }
+        // Two partitions, each opening files ahead of the one it reads.
+        let most = store.take_most_in_flight();
+        assert!(
+            ahead.contains(&most),
+            "{uri}: {most} requests at once, expected {ahead:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_query_asks_each_table_log_once_for_its_head() {
+    let (store, wh, _) = three_dates().await;
+    let heads = |store: &CountingStore| store.take().get("head").copied().unwrap_or(0);
+    // A fresh session opens the table: the `_last` hint, then its entry
+    // read and the next probed (one HEAD). The scan reads the head found.
+    store.take();
+    let ctx = session(&wh, QueryOptions::default(), None).await.unwrap();
+    assert_eq!(first_i64(&ctx, "SELECT count(*) FROM orders").await, 30);
+    assert_eq!(
+        heads(&store),
+        1,
+        "HEADs of the log for a fresh session's query"
+    );
+    // A later query of the session asks for the head once more, before
+    // planning, however many times it reads the table.
+    let sql = "SELECT count(*) FROM orders a JOIN orders b ON a.id = b.id AND a.date = b.date";
+    assert_eq!(first_i64(&ctx, sql).await, 30);
+    assert_eq!(
+        heads(&store),
+        1,
+        "HEADs of the log for the session's next query"
+    );
+}
+
+#[tokio::test]
 async fn a_query_reads_the_head_of_a_table_once() {
     let (store, wh, head) = three_dates().await;
     let entry = format!("{head:020}.json");
@@ -124,16 +217,16 @@ async fn a_query_reads_the_head_of_a_table_once() {
 #[tokio::test]
 async fn a_pinned_or_time_travel_query_asks_the_log_only_to_open_the_table() {
     let (store, wh, head) = three_dates().await;
-    // Opening a table reads the `_last` hint and probes two entries: the
-    // hint's (it exists) and the next (it does not). A version read is
-    // checked against the head found then; nothing asks again.
+    // Opening a table reads the `_last` hint, then the hint's entry (it
+    // exists) and probes the next (it does not). A version read is checked
+    // against the head found then; nothing asks again.
     let heads = |store: &CountingStore| store.take().get("head").copied().unwrap_or(0);
 
     store.take();
     let sql = format!("SELECT sum(id) FROM snapshot('orders', {})", head - 1);
     let counts = query(&wh, &sql).await;
     assert_eq!(counts["files_opened"], 2, "{counts:?}");
-    assert_eq!(heads(&store), 2, "HEADs of the log for a time travel");
+    assert_eq!(heads(&store), 1, "HEADs of the log for a time travel");
 
     let opts = QueryOptions {
         pins: [("orders".to_string(), head - 1)].into(),
@@ -143,5 +236,5 @@ async fn a_pinned_or_time_travel_query_asks_the_log_only_to_open_the_table() {
     store.take();
     let ctx = session(&wh, opts, None).await.unwrap();
     assert_eq!(first_i64(&ctx, "SELECT sum(id) FROM orders").await, 90);
-    assert_eq!(heads(&store), 2, "HEADs of the log for a pinned table");
+    assert_eq!(heads(&store), 1, "HEADs of the log for a pinned table");
 }

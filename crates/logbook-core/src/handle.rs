@@ -39,6 +39,11 @@ pub(crate) struct TableInner {
     /// and scans it, each of which asks for the head (or checks a time
     /// travel against it): without this, each asked again, two round trips.
     newest: Mutex<Option<(Arc<LogEntry>, Arc<RootManifest>)>>,
+    /// The head's entry as stored, when opening the table read it while
+    /// finding the head ([`Log::latest_entry`]); the first read of that
+    /// entry takes it instead of asking the store again. Entries never
+    /// change once created, so these bytes cannot be stale.
+    opened_entry: Mutex<Option<(u64, Bytes)>>,
     /// The publish log of the warehouse the table lies in (its parent
     /// location), where parts of multi-table publishes are decided.
     pub publishes: Option<Arc<Publishes>>,
@@ -59,6 +64,7 @@ impl TableInner {
             months: Cache::default(),
             spans: Cache::default(),
             newest: Mutex::new(None),
+            opened_entry: Mutex::new(None),
             publishes: location.parent().map(|wh| Arc::new(Publishes::new(wh))),
             mirror_memo: Mutex::new(None),
         }
@@ -98,6 +104,11 @@ impl TableInner {
         {
             *newest = Some((entry.clone(), root.clone()));
         }
+    }
+
+    /// Keep entry `version`'s bytes, read while opening the table.
+    pub(crate) fn keep_opened_entry(&self, version: u64, bytes: Bytes) {
+        *self.opened_entry.lock().unwrap_or_else(|e| e.into_inner()) = Some((version, bytes));
     }
 
     /// The highest version this handle has seen.
@@ -200,15 +211,22 @@ impl TableInner {
     /// Entry `version` as stored: a publish part unresolved.
     pub(crate) async fn read_stored_entry(&self, version: u64) -> Result<LogEntry> {
         let path = layout::log_entry(version);
-        let bytes = self
-            .log
-            .read(version)
-            .await?
-            .ok_or_else(|| Error::Corrupt {
-                table: self.name.clone(),
-                path: path.clone(),
-                reason: "log entry is missing".into(),
-            })?;
+        let kept = {
+            let mut kept = self.opened_entry.lock().unwrap_or_else(|e| e.into_inner());
+            match kept.as_ref() {
+                Some((v, _)) if *v == version => kept.take().map(|(_, bytes)| bytes),
+                _ => None,
+            }
+        };
+        let bytes = match kept {
+            Some(bytes) => Some(bytes),
+            None => self.log.read(version).await?,
+        }
+        .ok_or_else(|| Error::Corrupt {
+            table: self.name.clone(),
+            path: path.clone(),
+            reason: "log entry is missing".into(),
+        })?;
         let entry: LogEntry = self.decode(&path, &bytes)?;
         let part_format = [ENTRY_FORMAT_TXN, ENTRY_FORMAT_STACKED].contains(&entry.format);
         if !part_format || entry.txn.is_none() {

@@ -216,6 +216,13 @@ impl StorageLocation {
         self.local.as_ref()?.path_to_filesystem(path).ok()
     }
 
+    /// Whether each request to this location is a round trip over a
+    /// network (an object store; not a local directory or memory), so
+    /// that readers trade bytes and memory for fewer, concurrent requests.
+    pub(crate) fn is_remote(&self) -> bool {
+        self.local.is_none() && !self.uri.starts_with("memory:")
+    }
+
     /// The bytes of the object `path`. A local directory's small files
     /// (log entries, manifests, markers) are read on this thread, as a
     /// data file's small ranges are (`reader::local`: object_store's local

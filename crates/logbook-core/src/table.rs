@@ -135,8 +135,13 @@ impl Table {
     ) -> Result<Table> {
         validate_table_name(name)?;
         let inner = Arc::new(TableInner::new(name, location, options));
-        match inner.log.latest().await? {
-            Some(v) => inner.saw(v),
+        match inner.log.latest_entry().await? {
+            Some((v, entry)) => {
+                inner.saw(v);
+                if let Some(bytes) = entry {
+                    inner.keep_opened_entry(v, bytes);
+                }
+            }
             None => {
                 return Err(Error::TableNotFound {
                     table: name.to_string(),

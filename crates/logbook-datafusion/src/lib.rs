@@ -31,4 +31,4 @@ pub use error::QueryError;
 pub use lineage::Lineage;
 pub use provider::{DimensionView, LogbookTableProvider};
 pub use run::Run;
-pub use session::{prepare, session, sql};
+pub use session::{execute, prepare, session, sql};

@@ -133,16 +133,22 @@ impl LogbookTableProvider {
         }
     }
 
-    /// The snapshot a scan reads: the one read already, or the head, at
-    /// the query's warehouse point when it has one.
-    async fn snapshot(&self) -> logbook_core::Result<Snapshot> {
+    /// The snapshot a scan reads: the one read already, or the head (the
+    /// one the query's preparation found, when it did), at the query's
+    /// warehouse point when it has one.
+    async fn snapshot(&self, state: &dyn Session) -> logbook_core::Result<Snapshot> {
         let point = self.point;
-        let snapshot = match (&self.reads, point) {
-            (Reads::Latest, None) => self.table.latest().await?,
-            (Reads::Latest, Some(p)) => self.table.at_point(p).await?,
-            (Reads::Snapshot(s), _) => return Ok(s.clone()),
-            (Reads::Opened(s), None) => s.clone(),
-            (Reads::Opened(s), Some(p)) => s.at_point(p).await?,
+        let prepared = || {
+            let heads = state.config().get_extension::<Heads>()?;
+            heads.get(self.table.name()).cloned()
+        };
+        let snapshot = match (&self.reads, point, prepared()) {
+            (Reads::Latest, _, Some(head)) => head,
+            (Reads::Latest, None, None) => self.table.latest().await?,
+            (Reads::Latest, Some(p), None) => self.table.at_point(p).await?,
+            (Reads::Snapshot(s), _, _) => return Ok(s.clone()),
+            (Reads::Opened(s), None, _) => s.clone(),
+            (Reads::Opened(s), Some(p), _) => s.at_point(p).await?,
         };
         match &self.stage {
             Some(stage) if self.schema.partition_column().is_some() => {
@@ -217,7 +223,7 @@ impl TableProvider for LogbookTableProvider {
         filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let snapshot = self.snapshot().await.map_err(external)?;
+        let snapshot = self.snapshot(state).await.map_err(external)?;
         let schema: SchemaRef = match projection {
             Some(p) => Arc::new(self.arrow.project(p)?),
             None => self.arrow.clone(),
@@ -316,4 +322,26 @@ fn spread(files: Vec<DataFile>, n: usize) -> Vec<Vec<DataFile>> {
         groups[i % len].push(f);
     }
     groups
+}
+
+/// The head of each table one query reads at its latest version (at the
+/// query's warehouse point when it has one), found by [`crate::prepare`]
+/// for that query alone (the head found opening the table, when the query
+/// opened it; else the log's, asked of every table at once). A scan of the latest version reads it instead of asking the
+/// log again, one round trip per scan on an object store, and every scan
+/// of a table in the query reads the same version.
+#[derive(Debug, Default)]
+pub(crate) struct Heads(std::collections::HashMap<String, Snapshot>);
+
+impl Heads {
+    /// The head this query reads of table `name`, if prepared.
+    pub(crate) fn get(&self, name: &str) -> Option<&Snapshot> {
+        self.0.get(name)
+    }
+}
+
+impl Extend<(String, Snapshot)> for Heads {
+    fn extend<I: IntoIterator<Item = (String, Snapshot)>>(&mut self, iter: I) {
+        self.0.extend(iter)
+    }
 }

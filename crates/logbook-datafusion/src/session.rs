@@ -10,6 +10,7 @@ use futures::{StreamExt, TryStreamExt};
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::context::SessionContext;
 use datafusion::execution::{SessionState, SessionStateBuilder};
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::parser::{CopyToSource, Statement};
 use datafusion::sql::sqlparser::ast::{
@@ -18,11 +19,14 @@ use datafusion::sql::sqlparser::ast::{
 };
 use logbook_core::Warehouse;
 
-use crate::catalog::{AsOfFunction, QueryOptions, SnapshotFunction, Travelled, WarehouseSchema};
+use crate::catalog::{
+    AsOfFunction, Opened, QueryOptions, SnapshotFunction, Travelled, WarehouseSchema,
+};
 use crate::error::QueryError;
 use crate::functions::{run_time_functions, wall_clock_refusals, ReplayGuard};
 use crate::lineage::{Lineage, PlanRecorder};
 use crate::pit::with_point_in_time_join;
+use crate::provider::Heads;
 
 /// A SQL session over every table of `warehouse`.
 ///
@@ -102,12 +106,29 @@ pub async fn session(
 }
 
 /// Plan and run `query` in `ctx` (a [`session`]): [`prepare`], then
-/// plan with the state it returns and run as `ctx.sql` does (DDL and `SET`
-/// act on `ctx`). Every logbook entry point runs SQL through here.
+/// plan with the state it returns and run it with [`execute`]. Every
+/// logbook entry point runs SQL through here.
 pub async fn sql(ctx: &SessionContext, query: &str) -> Result<DataFrame, QueryError> {
     let state = prepare(ctx, query).await?;
     let plan = state.create_logical_plan(query).await?;
-    Ok(ctx.execute_logical_plan(plan).await?)
+    execute(ctx, state, plan).await
+}
+
+/// Run `plan`, planned with `state` (what [`prepare`] returned), as
+/// `ctx.sql` would: DDL and statements (`SET`, `PREPARE`) act on `ctx`;
+/// a query runs with `state`, so that its scans read the heads `prepare`
+/// found for it rather than asking each table's log again.
+pub async fn execute(
+    ctx: &SessionContext,
+    state: SessionState,
+    plan: LogicalPlan,
+) -> Result<DataFrame, QueryError> {
+    match plan {
+        LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) => {
+            Ok(ctx.execute_logical_plan(plan).await?)
+        }
+        plan => Ok(DataFrame::new(state, plan)),
+    }
 }
 
 /// Open, before planning, the tables `query` names, concurrently (on an
@@ -160,11 +181,10 @@ pub async fn prepare(ctx: &SessionContext, query: &str) -> Result<SessionState, 
         None => None,
     };
     schema.read_point().set(point);
-    // The tables this query opened: their heads were found just now.
-    let opened_now: BTreeSet<String> = futures::stream::iter(names)
+    let opened: Vec<(String, Opened, bool)> = futures::stream::iter(names)
         .map(|name| async move {
-            let now = matches!(schema.resolve_fresh(&name).await?, Some((_, true)));
-            Ok::<_, logbook_core::Error>(now.then_some(name))
+            let found = schema.resolve_fresh(&name).await?;
+            Ok::<_, logbook_core::Error>(found.map(|(opened, now)| (name, opened, now)))
         })
         .buffer_unordered(OPEN_CONCURRENCY)
         .try_collect::<Vec<_>>()
@@ -172,7 +192,36 @@ pub async fn prepare(ctx: &SessionContext, query: &str) -> Result<SessionState, 
         .into_iter()
         .flatten()
         .collect();
+    // The tables this query opened: their heads were found just now.
+    let opened_now: BTreeSet<String> = opened
+        .iter()
+        .filter(|(_, _, now)| *now)
+        .map(|(name, _, _)| name.clone())
+        .collect();
     let opened_now = &opened_now;
+    let options = schema.options();
+    // What each table's scans read at its latest version: the head found
+    // opening it (at the point, when there is one); for a table an earlier
+    // query opened, the log's now, asked of every table at once.
+    let heads: Heads = match options.read_as_opened {
+        true => Heads::default(),
+        false => {
+            futures::stream::iter(opened)
+                .filter(|(name, _, _)| futures::future::ready(!options.pins.contains_key(name)))
+                .map(|(name, opened, now)| async move {
+                    let head = match (now, point) {
+                        (true, _) => opened.snapshot,
+                        (false, Some(point)) => opened.table.at_point(point).await?,
+                        (false, None) => opened.table.latest().await?,
+                    };
+                    Ok::<_, logbook_core::Error>((name, head))
+                })
+                .buffer_unordered(OPEN_CONCURRENCY)
+                .try_collect()
+                .await?
+        }
+    };
+    state.config_mut().set_extension(Arc::new(heads));
     let travelled: Travelled = futures::stream::iter(named.versions)
         .map(|(name, version)| async move {
             let head_known = opened_now.contains(&name);

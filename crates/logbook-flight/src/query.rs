@@ -112,10 +112,9 @@ pub async fn plan_at(
         .map_err(|e| {
             Status::permission_denied(format!("this server is read-only: {}", e.strip_backtrace()))
         })?;
-    let df = ctx
-        .execute_logical_plan(plan)
+    let df = logbook_datafusion::execute(&ctx, state, plan)
         .await
-        .map_err(|e| query_status(e.into()))?;
+        .map_err(query_status)?;
     let df = match params {
         Some(values) => df
             .with_param_values(ParamValues::List(

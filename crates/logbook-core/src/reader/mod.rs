@@ -94,8 +94,8 @@ pub fn with_view_types(schema: &Schema) -> Schema {
 /// written under an older schema adapt: a column added since reads as
 /// null, a widened one is cast, a renamed one appears under its new name,
 /// and a dropped one is not read. The next file's footer is fetched while
-/// the current one is read. `hooks` may skip row groups and rows, and
-/// count what was read.
+/// the current one is read ([`LOOKAHEAD_REMOTE`] files ahead on an object
+/// store). `hooks` may skip row groups and rows, and count what was read.
 pub(crate) fn read_files(
     table: &Arc<TableInner>,
     schema: &TableSchema,
@@ -126,6 +126,10 @@ pub(crate) fn read_files(
         }
         None => schema.columns.clone(),
     };
+    let lookahead = match table.location.is_remote() {
+        true => LOOKAHEAD_REMOTE,
+        false => LOOKAHEAD_LOCAL,
+    };
     let output = Arc::new(output_schema(schema, &wanted, options.view_types));
     let all = Arc::new(schema.columns.clone());
     futures::stream::iter(files)
@@ -141,10 +145,21 @@ pub(crate) fn read_files(
             };
             opened.open()
         })
-        .buffered(2)
+        .buffered(lookahead)
         .try_flatten()
         .boxed()
 }
+
+/// Files a scan opens ahead of the one it reads (footer, pruning, and the
+/// whole object when it is small), on local disk: one, read while the
+/// current one is decoded.
+const LOOKAHEAD_LOCAL: usize = 2;
+
+/// Files opened ahead on an object store, where each open is one or two
+/// round trips: enough that requests, not decoding, overlap. A small file
+/// is held whole once open (`object::REMOTE_WHOLE_OBJECT_MAX`), so this
+/// bounds a scan partition's memory at about 8 MiB of file bytes.
+const LOOKAHEAD_REMOTE: usize = 8;
 
 /// The Arrow schema of the rows a scan returns.
 fn output_schema(schema: &TableSchema, wanted: &[Column], view_types: bool) -> Schema {

@@ -13,9 +13,12 @@
 //!   the two: a third fewer bytes, but the joined copy of each column chunk
 //!   cost 45% more page faults and 18% more CPU time;
 //! - reading whole objects up to 1 MiB: no faster on local disk, with 2.3
-//!   times the bytes. It would save a round trip per file on an object
-//!   store (not measured); the bound stays where the extra bytes cost no
-//!   more than a request on local disk.
+//!   times the bytes. The bound stays where the extra bytes cost no more
+//!   than a request on local disk.
+//!
+//! On an object store the bound is [`REMOTE_WHOLE_OBJECT_MAX`]: there a
+//! request is a round trip, and the analyst workload on S3 at 20 ms per
+//! request (BENCHMARKS.md) read its 345 KB files in two requests each.
 //!
 //! A file of a table on local disk is read directly, not through the store
 //! (`local.rs` says when and why).
@@ -54,6 +57,11 @@ use crate::storage::StorageLocation;
 /// does) and was not measured again.
 pub(crate) const WHOLE_OBJECT_MAX: u64 = 256 * 1024;
 
+/// [`WHOLE_OBJECT_MAX`] on an object store, where each request is a
+/// round trip over a network: at 20 ms per request and 50 MB/s per
+/// connection, a round trip costs as much time as a megabyte.
+pub(crate) const REMOTE_WHOLE_OBJECT_MAX: u64 = 1024 * 1024;
+
 /// How long a failed read waits for the store to say the object's size.
 const SIZE_QUESTION: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -74,6 +82,8 @@ pub struct ObjectReader {
     kept_from: u64,
     /// The file behind the object when its table is on local disk.
     local: Option<LocalFile>,
+    /// Objects up to this size are fetched whole with their footer.
+    whole_max: u64,
     /// Whether the store is a local directory, whose `get_ranges` checks
     /// each range against the file (others are read range by range here).
     on_disk: bool,
@@ -90,17 +100,23 @@ impl ObjectReader {
             kept: None,
             kept_from: size,
             local: None,
+            whole_max: WHOLE_OBJECT_MAX,
             on_disk: false,
         }
     }
 
     /// A reader of the object at `path` of `location`: read from local disk
-    /// directly when the location is a local directory.
+    /// directly when the location is a local directory, and whole up to
+    /// [`REMOTE_WHOLE_OBJECT_MAX`] when it is an object store.
     pub(crate) fn at(location: &StorageLocation, path: Path, size: u64) -> Self {
         let file = location.local_file(&path);
         Self {
             on_disk: file.is_some(),
             local: file.and_then(LocalFile::new),
+            whole_max: match location.is_remote() {
+                true => REMOTE_WHOLE_OBJECT_MAX,
+                false => WHOLE_OBJECT_MAX,
+            },
             ..Self::new(location.store().clone(), path, size)
         }
     }
@@ -127,7 +143,7 @@ impl ObjectReader {
 
     /// Fetch the footer's bytes (the tail, or all of a small object) and keep them.
     async fn fetch_tail(&mut self) -> object_store::Result<()> {
-        let from = match self.size <= WHOLE_OBJECT_MAX {
+        let from = match self.size <= self.whole_max {
             true => 0,
             false => self.size.saturating_sub(FOOTER_PREFETCH),
         };
