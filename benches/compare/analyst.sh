@@ -15,7 +15,7 @@ venv="$work/venv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q "duckdb==1.4.2" "pyarrow==26.0.1"
 cargo build --release --example asof_join
-bin="$here/../../target/release/examples/asof_join"
+bin="${CARGO_TARGET_DIR:-$here/../../target}/release/examples/asof_join"
 data="$work/analyst-$orders-$days"
 [ -f "$data/files.json" ] || { rm -rf "$data"; "$bin" prepare "$data" "$orders" "$days"; }
 queries=$("$venv/bin/python" -c "import json,sys; print(' '.join(k for k in json.load(open(sys.argv[1])) if not k.startswith('_')))" "$here/analyst_queries.json")

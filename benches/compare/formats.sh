@@ -23,7 +23,7 @@ mkdir -p "$work"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q "deltalake==1.2.1" "pyarrow==22.0.0" "pyiceberg[sql-sqlite,pyarrow]==0.10.0"
 cargo build --release --example formats
-bin="$here/../../target/release/examples/formats"
+bin="${CARGO_TARGET_DIR:-$here/../../target}/release/examples/formats"
 data="$work/formats"
 rm -rf "$data" && mkdir -p "$data"
 "$bin" generate "$data" > /dev/null

@@ -11,7 +11,7 @@ venv="$work/venv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q "duckdb==1.4.2"
 cargo build --release --example asof_join
-bin="$here/../../target/release/examples/asof_join"
+bin="${CARGO_TARGET_DIR:-$here/../../target}/release/examples/asof_join"
 data="$work/asof-data"
 [ -f "$data/files.json" ] || { rm -rf "$data"; "$bin" prepare "$data"; }
 results="$work/results.txt"; : > "$results"
