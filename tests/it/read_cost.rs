@@ -60,7 +60,7 @@ async fn query_in(
     ctx: &logbook::query::datafusion::prelude::SessionContext,
     sql: &str,
 ) -> HashMap<String, usize> {
-    let plan = logbook::query::sql(&ctx, sql)
+    let plan = logbook::query::sql(ctx, sql)
         .await
         .unwrap()
         .create_physical_plan()
