@@ -217,26 +217,34 @@ impl Log {
 
     /// The latest version, or `None` for an empty log.
     ///
-    /// Reads the `_last` hint, then reads the entry it names and probes
-    /// the next at once (two round trips in sequence when the hint is
-    /// current), probing forward when it is not. Never lists the log.
+    /// Reads the `_last` hint, then asks whether the entry it names and
+    /// the next exist at once (two round trips in sequence when the hint
+    /// is current), probing forward when it is not. Never lists the log.
     pub async fn latest(&self) -> Result<Option<u64>> {
-        Ok(self.latest_entry().await?.map(|(v, _)| v))
+        Ok(self.find_latest(false).await?.map(|(v, _)| v))
     }
 
-    /// [`Log::latest`], with the latest entry's bytes when they were read
-    /// on the way (the hint was current): a reader opening a table reads
-    /// that entry next, and this spares it the round trip.
-    ///
-    /// Reading the hinted entry rather than asking whether it exists costs
-    /// the same round trip; probing the next one alongside it, rather than
-    /// after, saves one. With a stale hint the probes that follow are the
-    /// same as before, and the entry read is wasted (a few hundred bytes).
+    /// [`Log::latest`], reading the hinted entry rather than asking whether
+    /// it exists (the same round trip), so that when the hint is current
+    /// its bytes come back too: a reader opening a table reads that entry
+    /// next, and this spares it the round trip. For a table's log (entries
+    /// of a few hundred bytes), not a mirror's (an Iceberg metadata file
+    /// holds every retained snapshot).
     pub async fn latest_entry(&self) -> Result<Option<(u64, Option<Bytes>)>> {
+        self.find_latest(true).await
+    }
+
+    async fn find_latest(&self, read: bool) -> Result<Option<(u64, Option<Bytes>)>> {
         if let Some(hinted) = self.read_hint().await? {
-            let (entry, next) = futures::try_join!(self.read(hinted), self.exists(hinted + 1))?;
+            let here = async {
+                match read {
+                    true => self.read(hinted).await,
+                    false => Ok(self.exists(hinted).await?.then(Bytes::new)),
+                }
+            };
+            let (entry, next) = futures::try_join!(here, self.exists(hinted + 1))?;
             match (entry, next) {
-                (Some(bytes), false) => return Ok(Some((hinted, Some(bytes)))),
+                (Some(bytes), false) => return Ok(Some((hinted, read.then_some(bytes)))),
                 (Some(_), true) => return Ok(Some((self.latest_from(hinted + 1).await?, None))),
                 // A hint past the log's end (its entries removed): probe
                 // from the start.

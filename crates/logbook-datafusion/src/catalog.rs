@@ -30,8 +30,8 @@ pub struct QueryOptions {
     /// Read every table at the version the session opened it at (its head
     /// then), as if pinned there: a plan kept for later (a Flight ticket's)
     /// reads what it was planned against. Otherwise an unpinned table is
-    /// read at its head at each scan, so a session that lives across
-    /// commits sees them.
+    /// read at its head as each query finds it when prepared, so a session
+    /// that lives across commits sees them.
     pub read_as_opened: bool,
     /// Read every unpinned table at this warehouse point (`--as-of-publish`:
     /// each table at its newest version holding no publish after it).

@@ -32,8 +32,9 @@ pub enum DimensionView {
 /// The version a provider scans.
 #[derive(Debug, Clone)]
 enum Reads {
-    /// The head, probed at each scan (a session that lives for days
-    /// follows the table).
+    /// The head: the one the query's preparation found ([`Heads`]), else
+    /// probed when the scan is planned (a session that lives for days
+    /// follows the table, query by query).
     Latest,
     /// One version, read when the query was prepared (a pin, or
     /// `snapshot()`): scans probe and read nothing of the log.
@@ -45,8 +46,9 @@ enum Reads {
 
 /// A logbook table as a DataFusion table.
 ///
-/// [`LogbookTableProvider::latest`] re-resolves the latest snapshot at every
-/// scan; [`LogbookTableProvider::pinned`] always reads one version.
+/// [`LogbookTableProvider::latest`] reads the latest snapshot as each query
+/// finds it (when it is prepared, or else when its scan is planned);
+/// [`LogbookTableProvider::pinned`] always reads one version.
 #[derive(Debug, Clone)]
 pub struct LogbookTableProvider {
     table: Table,
@@ -140,7 +142,7 @@ impl LogbookTableProvider {
         let point = self.point;
         let prepared = || {
             let heads = state.config().get_extension::<Heads>()?;
-            heads.get(self.table.name()).cloned()
+            heads.get(&self.table, point)
         };
         let snapshot = match (&self.reads, point, prepared()) {
             (Reads::Latest, _, Some(head)) => head,
@@ -327,21 +329,26 @@ fn spread(files: Vec<DataFile>, n: usize) -> Vec<Vec<DataFile>> {
 /// The head of each table one query reads at its latest version (at the
 /// query's warehouse point when it has one), found by [`crate::prepare`]
 /// for that query alone (the head found opening the table, when the query
-/// opened it; else the log's, asked of every table at once). A scan of the latest version reads it instead of asking the
-/// log again, one round trip per scan on an object store, and every scan
-/// of a table in the query reads the same version.
+/// opened it; else the log's, asked of every table at once). A scan of the
+/// latest version reads it instead of asking the log again, one round trip
+/// per scan on an object store, and every scan of a table in the query
+/// reads the same version: the query's versions are fixed when it is
+/// prepared. Keyed by the table's location and the point, so that a
+/// provider of another session or warehouse planned with this state (a
+/// union of two sessions' frames) finds nothing here and asks its own log.
 #[derive(Debug, Default)]
-pub(crate) struct Heads(std::collections::HashMap<String, Snapshot>);
+pub(crate) struct Heads(std::collections::HashMap<(String, Option<WarehousePoint>), Snapshot>);
 
 impl Heads {
-    /// The head this query reads of table `name`, if prepared.
-    pub(crate) fn get(&self, name: &str) -> Option<&Snapshot> {
-        self.0.get(name)
+    /// Record `head` as what this query reads of `table` at `point`.
+    pub(crate) fn insert(&mut self, table: &Table, point: Option<WarehousePoint>, head: Snapshot) {
+        self.0
+            .insert((table.location().uri().to_string(), point), head);
     }
-}
 
-impl Extend<(String, Snapshot)> for Heads {
-    fn extend<I: IntoIterator<Item = (String, Snapshot)>>(&mut self, iter: I) {
-        self.0.extend(iter)
+    /// The head this query reads of `table` at `point`, if prepared.
+    fn get(&self, table: &Table, point: Option<WarehousePoint>) -> Option<Snapshot> {
+        let key = (table.location().uri().to_string(), point);
+        self.0.get(&key).cloned()
     }
 }

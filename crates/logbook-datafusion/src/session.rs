@@ -17,7 +17,7 @@ use datafusion::sql::sqlparser::ast::{
     Expr, FunctionArg, FunctionArgExpr, ObjectName, Query, Statement as SqlStatement, TableFactor,
     Value, Visit, Visitor,
 };
-use logbook_core::Warehouse;
+use logbook_core::{Snapshot, Table, Warehouse};
 
 use crate::catalog::{
     AsOfFunction, Opened, QueryOptions, SnapshotFunction, Travelled, WarehouseSchema,
@@ -140,7 +140,11 @@ pub async fn execute(
 /// `snapshot()` names that is not there fails here.
 ///
 /// Returns the state to plan `query` with: `ctx`'s, holding the versions
-/// read for this query's `snapshot()` calls and for no other. A version
+/// read for this query's `snapshot()` calls and for no other, and the head
+/// of each table it reads at its latest version, found here once (its
+/// scans read those: a query's versions are fixed when it is prepared;
+/// run it with [`execute`], since `ctx.execute_logical_plan` would plan
+/// it with `ctx`'s state, whose scans ask each log again). A version
 /// written as an expression, `snapshot('t', 5 + 0)`, is read by no
 /// `prepare`, so it fails to plan instead of finding what an earlier query
 /// checked, and two queries prepared on one session each plan with their
@@ -203,24 +207,32 @@ pub async fn prepare(ctx: &SessionContext, query: &str) -> Result<SessionState, 
     // What each table's scans read at its latest version: the head found
     // opening it (at the point, when there is one); for a table an earlier
     // query opened, the log's now, asked of every table at once.
-    let heads: Heads = match options.read_as_opened {
-        true => Heads::default(),
-        false => {
-            futures::stream::iter(opened)
-                .filter(|(name, _, _)| futures::future::ready(!options.pins.contains_key(name)))
-                .map(|(name, opened, now)| async move {
-                    let head = match (now, point) {
-                        (true, _) => opened.snapshot,
-                        (false, Some(point)) => opened.table.at_point(point).await?,
-                        (false, None) => opened.table.latest().await?,
-                    };
-                    Ok::<_, logbook_core::Error>((name, head))
-                })
-                .buffer_unordered(OPEN_CONCURRENCY)
-                .try_collect()
-                .await?
+    // (The head found opening a table is taken from its handle, not from
+    // `Opened`, whose snapshot is at the point the session held then, which
+    // another query prepared at the same time may have set.)
+    let mut heads = Heads::default();
+    if !options.read_as_opened {
+        let found: Vec<(Table, Snapshot)> = futures::stream::iter(opened)
+            .filter(|(name, _, _)| futures::future::ready(!options.pins.contains_key(name)))
+            .map(|(_, opened, now)| async move {
+                let table = opened.table;
+                let head = match now {
+                    true => table.latest_seen().await?,
+                    false => table.latest().await?,
+                };
+                let head = match point {
+                    Some(point) => head.at_point(point).await?,
+                    None => head,
+                };
+                Ok::<_, logbook_core::Error>((table, head))
+            })
+            .buffer_unordered(OPEN_CONCURRENCY)
+            .try_collect()
+            .await?;
+        for (table, head) in found {
+            heads.insert(&table, point, head);
         }
-    };
+    }
     state.config_mut().set_extension(Arc::new(heads));
     let travelled: Travelled = futures::stream::iter(named.versions)
         .map(|(name, version)| async move {

@@ -17,7 +17,7 @@ use super::{Decision, Publishes};
 /// then had every part landed before any table was read, so every table
 /// holds it; one decided later is stepped back over in every table. A
 /// query never sees part of a publish.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WarehousePoint {
     upto: Option<u64>,
 }

@@ -157,8 +157,10 @@ const LOOKAHEAD_LOCAL: usize = 2;
 
 /// Files opened ahead on an object store, where each open is one or two
 /// round trips: enough that requests, not decoding, overlap. A small file
-/// is held whole once open (`object::REMOTE_WHOLE_OBJECT_MAX`), so this
-/// bounds a scan partition's memory at about 8 MiB of file bytes.
+/// is held whole once open (`object::REMOTE_WHOLE_OBJECT_MAX`), so a scan
+/// partition holds up to about 9 MiB of file bytes (the 8 and the one
+/// read), outside DataFusion's memory pool, and a `LIMIT` met early may
+/// have fetched files it never reads.
 const LOOKAHEAD_REMOTE: usize = 8;
 
 /// The Arrow schema of the rows a scan returns.
