@@ -1,8 +1,8 @@
 //! logbook's side of the as-of join comparison with DuckDB.
 //!
-//! `asof_join prepare DIR [ORDERS DAYS]` writes a warehouse (by default 2M
-//! order rows over 90 days, each date's rows sorted by customer; a 100k-key
-//! customers dimension with history) and `DIR/files.json` (the live
+//! `asof_join prepare DIR [ORDERS DAYS [KEYS]]` writes a warehouse (by
+//! default 2M order rows over 90 days, each date's rows sorted by customer;
+//! a customers dimension of 100k keys with history) and `DIR/files.json` (the live
 //! Parquet files, and the files of the version half-way through, for
 //! DuckDB to read the same bytes).
 //! `asof_join query DIR one|range` runs one as-of join and prints
@@ -29,6 +29,7 @@ use logbook::query::{session, QueryOptions};
 use logbook::{RunInfo, TableSchema, Warehouse};
 use rng::Rng;
 
+/// Customers unless `prepare` is given another count.
 const KEYS: usize = 100_000;
 pub const ONE_DAY: &str = "2026-02-15";
 
@@ -44,7 +45,7 @@ fn customer(k: usize) -> String {
     format!("c{k:06}")
 }
 
-async fn prepare(dir: &str, facts_n: usize, days_n: u64) {
+async fn prepare(dir: &str, facts_n: usize, days_n: u64, keys: usize) {
     #[allow(non_snake_case)]
     let (FACTS, DAYS) = (facts_n, days_n);
     let wh = Warehouse::open(dir).unwrap();
@@ -61,7 +62,7 @@ async fn prepare(dir: &str, facts_n: usize, days_n: u64) {
     let mut rng = Rng(42);
     // Every key starts on day 0; a third move once, a tenth move twice.
     let mut changes: Vec<Vec<(String, String)>> = vec![Vec::new(); DAYS as usize];
-    for k in 0..KEYS {
+    for k in 0..keys {
         changes[0].push((customer(k), regions[k % regions.len()].to_string()));
         let moves = if k % 10 == 0 {
             2
@@ -138,7 +139,7 @@ async fn prepare(dir: &str, facts_n: usize, days_n: u64) {
             (
                 "customer",
                 Arc::new(StringArray::from_iter_values(
-                    (0..n).map(|_| customer((rng.next() % KEYS as u64) as usize)),
+                    (0..n).map(|_| customer((rng.next() % keys as u64) as usize)),
                 )) as _,
             ),
             (
@@ -371,7 +372,7 @@ async fn run() {
     match (args.get(1).map(String::as_str), args.get(2)) {
         (Some("prepare"), Some(dir)) => {
             let n = |i: usize, default: u64| args.get(i).map_or(default, |s| s.parse().unwrap());
-            prepare(dir, n(3, 2_000_000) as usize, n(4, 90)).await
+            prepare(dir, n(3, 2_000_000) as usize, n(4, 90), n(5, KEYS as u64) as usize).await
         }
         (Some("analyst"), Some(dir)) => {
             analyst(dir, dir, args.get(3).map_or("", |s| s.as_str()), 4).await
@@ -384,7 +385,7 @@ async fn run() {
         (Some("explain"), Some(dir)) => explain(dir).await,
         (Some("time"), Some(dir)) => time_sql(dir, args.get(3).map_or("SELECT 1", |s| s.as_str())).await,
         _ => eprintln!(
-            "usage: asof_join prepare DIR [ORDERS DAYS] | asof_join analyst DIR QUERY [SQL...] | asof_join analyst-at URI DIR QUERY [SQL...] | asof_join query DIR one|range [SQL...] | asof_join explain DIR [SQL...] | asof_join time DIR QUERY\n(SQL: statements such as SET run first)"
+            "usage: asof_join prepare DIR [ORDERS DAYS [KEYS]] | asof_join analyst DIR QUERY [SQL...] | asof_join analyst-at URI DIR QUERY [SQL...] | asof_join query DIR one|range [SQL...] | asof_join explain DIR [SQL...] | asof_join time DIR QUERY\n(SQL: statements such as SET run first)"
         ),
     }
 }

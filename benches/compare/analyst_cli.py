@@ -1,0 +1,86 @@
+"""The analyst workload (analyst_queries.json) as whole processes: the
+release `logbook sql` against the DuckDB CLI on the same live Parquet
+files, each process timed from its start to its exit, with its peak
+resident memory and CPU time from the kernel (wait4's rusage).
+
+This is issue 42's setup: what an analyst waits for at a shell, start-up
+and printing included. `analyst.sh` times the query inside one process
+instead (the session made before the clock starts).
+
+Usage: analyst_cli.py DIR LOGBOOK DUCKDB ROUNDS [QUERY...]
+Prints one JSON line per process run, then nothing else; the report is
+made by analyst_cli.sh.
+"""
+import csv
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def logbook_cmd(binary: str, directory: str, query: dict, files: dict) -> list[str]:
+    sql = fill(query["sql"], files)
+    cmd = [binary, "--warehouse", directory, "sql", "--format", "csv"]
+    if "logical_date" in query:
+        cmd += ["--logical-date", fill(query["logical_date"], files)]
+    return cmd + [sql]
+
+
+def duckdb_cmd(binary: str, query: dict, files: dict) -> list[str]:
+    sql = fill(query.get("duckdb", query["sql"]), files)
+    # Only the views the query names, as logbook opens only the tables it names.
+    views = []
+    for view, key in (("orders", "facts"), ("customers", "dimension"), ("orders_at_snapshot", "snapshot_files")):
+        if re.search(rf"\b{view}\b", sql):
+            views.append(f"CREATE VIEW {view} AS SELECT * FROM read_parquet({files[key]!r}, hive_partitioning=false)")
+    script = "; ".join(["SET autoinstall_known_extensions = false", *views, sql])
+    # -batch: no ~/.duckdbrc, no interactive prompt.
+    return [binary, "-batch", "-csv", ":memory:", "-c", script]
+
+
+def fill(text: str, files: dict) -> str:
+    for key, value in files.items():
+        text = text.replace("{" + key + "}", str(value))
+    return text
+
+
+def run(cmd: list[str]) -> dict:
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.stdout.read(), proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    ms = (time.perf_counter() - start) * 1000
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit(f"{cmd[0]} failed ({proc.returncode}): {err.decode(errors='replace')[-2000:]}")
+    rows = list(csv.reader(io.StringIO(out.decode())))[1:]
+    checksum = sum(float(r[-1]) for r in rows if r and r[-1] != "")
+    return {
+        "ms": round(ms, 1),
+        "cpu_ms": round((usage.ru_utime + usage.ru_stime) * 1000, 1),
+        "peak_mib": round(usage.ru_maxrss / 1024),
+        "rows": len(rows),
+        "checksum": round(checksum, 2),
+    }
+
+
+def main() -> None:
+    directory, logbook, duckdb, rounds, *names = sys.argv[1:]
+    queries = json.loads((Path(__file__).parent / "analyst_queries.json").read_text())
+    files = json.loads(Path(directory, "files.json").read_text())
+    names = names or [k for k in queries if not k.startswith("_")]
+    for _ in range(int(rounds)):
+        for name in names:
+            for system, cmd in (
+                ("logbook", logbook_cmd(logbook, directory, queries[name], files)),
+                ("duckdb", duckdb_cmd(duckdb, queries[name], files)),
+            ):
+                print(json.dumps({"system": system, "query": name, **run(cmd)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
