@@ -36,6 +36,29 @@ pub async fn plan_text(
     text
 }
 
+/// The text `EXPLAIN ANALYZE` shows for `sql` in `ctx`: the executed plan
+/// with each node's metrics.
+pub async fn explain_analyze_text(
+    ctx: &logbook::query::datafusion::prelude::SessionContext,
+    sql: &str,
+) -> String {
+    use arrow_array::cast::AsArray;
+    let batches = ctx
+        .sql(&format!("EXPLAIN ANALYZE {sql}"))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    batches
+        .iter()
+        .flat_map(|b| {
+            let plans = b.column(1).as_string::<i32>();
+            (0..b.num_rows()).map(move |i| plans.value(i).to_string())
+        })
+        .collect()
+}
+
 pub const SPEC: &str = "date:date,id:int64,name:string";
 
 pub fn date(s: &str) -> NaiveDate {

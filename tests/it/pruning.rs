@@ -110,20 +110,7 @@ async fn explain_analyze(table: &Table, sql: &str) -> (String, HashMap<String, f
     let ctx = SessionContext::new();
     let provider = LogbookTableProvider::latest(table.clone()).await.unwrap();
     ctx.register_table("t", Arc::new(provider)).unwrap();
-    let batches = ctx
-        .sql(&format!("EXPLAIN ANALYZE {sql}"))
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    let text: String = batches
-        .iter()
-        .flat_map(|b| {
-            let plans = b.column(1).as_string::<i32>();
-            (0..b.num_rows()).map(move |i| plans.value(i).to_string())
-        })
-        .collect();
+    let text = explain_analyze_text(&ctx, sql).await;
     let line = text
         .lines()
         .find(|l| l.contains("LogbookScanExec"))

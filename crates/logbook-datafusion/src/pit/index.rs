@@ -75,6 +75,12 @@ impl Matches {
     }
 }
 
+/// Arena bytes per group besides its key: the key's length, the
+/// overlapping flag and the interval count.
+const GROUP_HEADER: usize = 4 + 1 + 4;
+/// Arena bytes per interval: its start, end and build row.
+const INTERVAL_BYTES: usize = 8 + 8 + 4;
+
 impl IntervalIndex {
     /// Index the build rows: `keys` (one array per key column), and the
     /// bounds `from` (inclusive) and `to` (exclusive; null is open when
@@ -126,7 +132,13 @@ impl IntervalIndex {
         entries.sort_unstable();
         // One arena entry per group, then the final table, sized for the keys.
         let mut table = Slots::with_room_for(group_hash.len());
-        let mut arena = Vec::new();
+        // Sized exactly: grown by doubling, the arena peaked at twice its
+        // size while copying (16 of the 24 MiB a 200k-key dimension's
+        // index took to build) and kept up to half of it spare.
+        let key_bytes: usize = group_row.iter().map(|&r| encoded.key(r).len()).sum();
+        let mut arena = Vec::with_capacity(
+            group_hash.len() * GROUP_HEADER + key_bytes + entries.len() * INTERVAL_BYTES,
+        );
         for list in entries.chunk_by(|a, b| a.0 == b.0) {
             let group = list[0].0 as usize;
             let key = encoded.key(group_row[group]);
@@ -151,6 +163,7 @@ impl IntervalIndex {
                 .for_each(|e| arena.extend_from_slice(&e.3.to_le_bytes()));
             table.find_or_insert(group_hash[group], at, |_| false);
         }
+        debug_assert_eq!(arena.len(), arena.capacity(), "the arena's size is exact");
         let intervals = entries.len();
         Ok(Self {
             codec,
@@ -382,6 +395,21 @@ mod tests {
                 (None, 3)
             ]
         );
+    }
+
+    #[test]
+    fn the_arena_holds_no_spare_room() {
+        // 3,000 keys of two intervals each: a doubling arena ends
+        // with spare room at almost any size.
+        let n = 6_000;
+        let names: Vec<String> = (0..n).map(|i| format!("key-{}", i % 3_000)).collect();
+        let ix = index(
+            names.iter().map(|k| Some(k.as_str())).collect(),
+            (0..n).map(Some).collect(),
+            (0..n).map(|i| (i % 2 == 0).then_some(i + 1)).collect(),
+        );
+        assert_eq!(ix.keys(), 3_000);
+        assert_eq!(ix.arena.len(), ix.arena.capacity());
     }
 
     #[test]
