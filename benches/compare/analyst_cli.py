@@ -25,6 +25,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -45,8 +46,8 @@ def duckdb_cmd(binary: str, query: dict, files: dict) -> list[str]:
         if re.search(rf"\b{view}\b", sql):
             views.append(f"CREATE VIEW {view} AS SELECT * FROM read_parquet({files[key]!r}, hive_partitioning=false)")
     script = "; ".join(["SET autoinstall_known_extensions = false", *views, sql])
-    # -batch: no ~/.duckdbrc, no interactive prompt.
-    return [binary, "-batch", "-csv", ":memory:", "-c", script]
+    # -batch: no interactive prompt; -init /dev/null: no ~/.duckdbrc.
+    return [binary, "-batch", "-init", "/dev/null", "-csv", ":memory:", "-c", script]
 
 
 def fill(text: str, files: dict) -> str:
@@ -74,7 +75,15 @@ def sampled(cmd: list[str]) -> dict:
 def run(cmd: list[str]) -> dict:
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = proc.stdout.read(), proc.stderr.read()
+    # Both pipes drained at once (a child filling stderr first would hang a
+    # sequential read), without reaping the child: wait4 does, for its
+    # rusage (`communicate` would reap it first).
+    errors = []
+    reader = threading.Thread(target=lambda: errors.append(proc.stderr.read()))
+    reader.start()
+    out = proc.stdout.read()
+    reader.join()
+    err = errors[0]
     _, status, usage = os.wait4(proc.pid, 0)
     ms = (time.perf_counter() - start) * 1000
     proc.returncode = os.waitstatus_to_exitcode(status)

@@ -20,7 +20,7 @@ work="${LOGBOOK_BENCH_DIR:-$root/target/compare}"
 mkdir -p "$work"
 . "$root/scripts/venv.sh"
 venv="$work/venv-cli"
-ensure_venv "$venv" "duckdb-cli==1.5.6"
+ensure_venv "$venv" "duckdb-cli==1.5.6" >&2
 # The program itself, not the Python script the package puts on PATH (which
 # would add an interpreter's start to every DuckDB run).
 duckdb=$("$venv/bin/python" -c "import importlib.metadata as m; print(next(f.locate().resolve() for f in m.files('duckdb-cli') if str(f) == 'duckdb_cli/duckdb'))")

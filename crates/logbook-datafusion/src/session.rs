@@ -109,9 +109,10 @@ pub async fn session(
     Ok(ctx)
 }
 
-/// A partial aggregate that keeps more than this share of its first
-/// 100,000 rows as groups stops aggregating and passes rows on to the
-/// final one (DataFusion's default is 0.8).
+/// A partial aggregate whose groups are more than this share of the rows
+/// it has read, checked after each batch once it has read 100,000, stops
+/// aggregating and passes rows on to the final one (DataFusion's default
+/// is 0.8). Once it stops it does not start again.
 ///
 /// A two-phase aggregate holds each group in every partition's partial
 /// table and again in the final one. For a group per customer and month

@@ -135,21 +135,21 @@ impl IntervalIndex {
         // Sized exactly: grown by doubling, the arena peaked at twice its
         // size while copying (16 of the 24 MiB a 200k-key dimension's
         // index took to build) and kept up to half of it spare.
+        // Offsets into it are u32s (`EMPTY` excluded): refused before
+        // anything is allocated.
         let key_bytes: usize = group_row.iter().map(|&r| encoded.key(r).len()).sum();
-        let mut arena = Vec::with_capacity(
-            group_hash.len() * GROUP_HEADER + key_bytes + entries.len() * INTERVAL_BYTES,
-        );
+        let size = group_hash.len() * GROUP_HEADER + key_bytes + entries.len() * INTERVAL_BYTES;
+        if size >= EMPTY as usize {
+            return Err(DataFusionError::ResourcesExhausted(
+                "point-in-time join: dimension keys and intervals exceed 4 GiB".into(),
+            ));
+        }
+        let mut arena = Vec::with_capacity(size);
         for list in entries.chunk_by(|a, b| a.0 == b.0) {
             let group = list[0].0 as usize;
             let key = encoded.key(group_row[group]);
-            let at = u32::try_from(arena.len())
-                .ok()
-                .filter(|&a| a != EMPTY)
-                .ok_or_else(|| {
-                    DataFusionError::ResourcesExhausted(
-                        "point-in-time join: dimension keys and intervals exceed 4 GiB".into(),
-                    )
-                })?;
+            // Below `size`, so below `EMPTY`.
+            let at = arena.len() as u32;
             let overlapping = list.windows(2).any(|w| w[0].2 > w[1].1);
             arena.extend_from_slice(&(key.len() as u32).to_le_bytes());
             arena.extend_from_slice(key);
