@@ -8,14 +8,12 @@
 # The warehouse is written once per size under target/compare/analyst-ORDERS-DAYS.
 set -euo pipefail
 rounds="${1:-5}"; orders="${2:-2000000}"; days="${3:-90}"
-here="$(cd "$(dirname "$0")" && pwd)"
-work="${LOGBOOK_BENCH_DIR:-$here/../../target/compare}"
-mkdir -p "$work"
+. "$(dirname "$0")/common.sh"
 venv="$work/venv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q "duckdb==1.4.2" "pyarrow==26.0.1"
 cargo build --release --example asof_join
-bin="${CARGO_TARGET_DIR:-$here/../../target}/release/examples/asof_join"
+bin="$release/examples/asof_join"
 data="$work/analyst-$orders-$days"
 [ -f "$data/files.json" ] || { rm -rf "$data"; "$bin" prepare "$data" "$orders" "$days"; }
 queries=$("$venv/bin/python" -c "import json,sys; print(' '.join(k for k in json.load(open(sys.argv[1])) if not k.startswith('_')))" "$here/analyst_queries.json")

@@ -3,9 +3,10 @@
 # `logbook sql` against the DuckDB CLI (the duckdb-cli package, pinned) on
 # the same live Parquet files, alternating A B A B with each machine's
 # default threads and memory settings; medians of wall time, CPU time and
-# peak resident memory per process (the kernel's rusage) and, from one
-# more sampled run each, how much of it was allocated and how much mapped
-# from the program's file; rows and checksums compared, as a Markdown table.
+# peak resident memory per process (the kernel's, through GNU time: see
+# analyst_cli.py) and, from one more sampled run each, how much of it was
+# allocated and how much mapped from the program's file; rows and
+# checksums compared, as a Markdown table.
 # Usage: benches/compare/analyst_cli.sh [ROUNDS] [ORDERS DAYS KEYS] [QUERY...]
 # (from the repository root; default 5 rounds of 9M orders over 90 days
 # with 200k customers, every query). The warehouse is written once per
@@ -13,12 +14,8 @@
 set -euo pipefail
 rounds="${1:-5}"; orders="${2:-9000000}"; days="${3:-90}"; keys="${4:-200000}"
 shift $(( $# < 4 ? $# : 4 ))
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-cd "$root"   # venv.sh's defaults are relative to the repository root
-work="${LOGBOOK_BENCH_DIR:-$root/target/compare}"
-mkdir -p "$work"
-. "$root/scripts/venv.sh"
+. "$(dirname "$0")/common.sh"
+[ -x /usr/bin/time ] || { apt-get update -q >/dev/null && apt-get install -y -q time >/dev/null; }
 venv="$work/venv-cli"
 ensure_venv "$venv" "duckdb-cli==1.5.6" >&2
 # The program itself, not the Python script the package puts on PATH (which
@@ -27,11 +24,10 @@ duckdb=$("$venv/bin/python" -c "import importlib.metadata as m; print(next(f.loc
 chmod +x "$duckdb"
 cargo build --release -p logbook-cli
 cargo build --release --example asof_join
-target="${CARGO_TARGET_DIR:-$root/target}/release"
 data="$work/analyst-$orders-$days-$keys"
-[ -f "$data/files.json" ] || { rm -rf "$data"; "$target/examples/asof_join" prepare "$data" "$orders" "$days" "$keys"; }
+[ -f "$data/files.json" ] || { rm -rf "$data"; "$release/examples/asof_join" prepare "$data" "$orders" "$days" "$keys"; }
 results="$work/analyst-cli-results.txt"
-python3 "$here/analyst_cli.py" "$data" "$target/logbook" "$duckdb" "$rounds" "$@" > "$results"
+python3 "$here/analyst_cli.py" "$data" "$release/logbook" "$duckdb" "$rounds" "$@" > "$results"
 echo "logbook $(git rev-parse --short HEAD), DuckDB CLI $("$duckdb" -version | cut -d' ' -f1), $orders orders over $days days, $keys customers, $rounds rounds"
 python3 - "$results" <<'PY'
 import json, statistics, sys

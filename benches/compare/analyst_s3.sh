@@ -11,16 +11,11 @@
 # (target/compare/analyst-ORDERS-DAYS), copied into the bucket once per run.
 set -euo pipefail
 rounds="${1:-3}"; latency="${2:-20}"; orders="${3:-2000000}"; days="${4:-90}"
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-cd "$root"   # venv.sh's defaults are relative to the repository root
-work="${LOGBOOK_BENCH_DIR:-$root/target/compare}"
-mkdir -p "$work"
-. "$root/scripts/venv.sh"
+. "$(dirname "$0")/common.sh"
 venv="$work/venv-s3"
 ensure_venv "$venv" "duckdb==1.4.4 duckdb-ext-httpfs==1.4.4.20260205 pyarrow==26.0.1"
 cargo build --release --example asof_join
-bin="${CARGO_TARGET_DIR:-$root/target}/release/examples/asof_join"
+bin="$release/examples/asof_join"
 data="$work/analyst-$orders-$days"
 [ -f "$data/files.json" ] || { rm -rf "$data"; "$bin" prepare "$data" "$orders" "$days"; }
 

@@ -16,14 +16,12 @@ history_sizes="${2:-10 300 1000 3000}"
 # 2 s per date of the backfill), so Iceberg runs the backfill once and the
 # history only up to this size; the report says how many samples it has.
 iceberg_max_history=300
-here="$(cd "$(dirname "$0")" && pwd)"
-work="${LOGBOOK_BENCH_DIR:-$here/../../target/compare}"
+. "$(dirname "$0")/common.sh"
 venv="${LOGBOOK_FORMATS_VENV:-$work/venv-formats}"
-mkdir -p "$work"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q "deltalake==1.2.1" "pyarrow==22.0.0" "pyiceberg[sql-sqlite,pyarrow]==0.10.0"
 cargo build --release --example formats
-bin="${CARGO_TARGET_DIR:-$here/../../target}/release/examples/formats"
+bin="$release/examples/formats"
 data="$work/formats"
 rm -rf "$data" && mkdir -p "$data"
 "$bin" generate "$data" > /dev/null

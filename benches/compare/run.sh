@@ -4,14 +4,12 @@
 # Usage: benches/compare/run.sh [ROUNDS]   (from the repository root)
 set -euo pipefail
 rounds="${1:-5}"
-here="$(cd "$(dirname "$0")" && pwd)"
-work="${LOGBOOK_BENCH_DIR:-$here/../../target/compare}"
-mkdir -p "$work"
+. "$(dirname "$0")/common.sh"
 venv="$work/venv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q "duckdb==1.4.2"
 cargo build --release --example asof_join
-bin="${CARGO_TARGET_DIR:-$here/../../target}/release/examples/asof_join"
+bin="$release/examples/asof_join"
 data="$work/asof-data"
 [ -f "$data/files.json" ] || { rm -rf "$data"; "$bin" prepare "$data"; }
 results="$work/results.txt"; : > "$results"

@@ -301,6 +301,13 @@ impl ExecutionPlan for PointInTimeJoinExec {
         let validity = self.spec.validity;
         let nulls_equal = self.spec.nulls_equal;
         let build_metrics = metrics.clone();
+        let columns = self.output_columns();
+        let interval_side = self.spec.validity.interval_side;
+        let output: Vec<usize> = columns
+            .iter()
+            .filter(|c| c.side == interval_side)
+            .map(|c| c.index)
+            .collect();
         let built = async move {
             build
                 .get_or_init(|| async move {
@@ -309,6 +316,7 @@ impl ExecutionPlan for PointInTimeJoinExec {
                         interval_keys,
                         validity,
                         nulls_equal,
+                        output,
                         context,
                         build_metrics,
                     )
@@ -325,7 +333,7 @@ impl ExecutionPlan for PointInTimeJoinExec {
             point: self.spec.validity.point,
             interval_side: self.spec.validity.interval_side,
             keep_unmatched: self.spec.join_type != JoinType::Inner,
-            columns: self.output_columns(),
+            columns,
             schema: self.schema.clone(),
             metrics,
         };
