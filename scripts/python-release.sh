@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # pylogbook as users install it, checked end to end (not in CI: a release
-# build of DataFusion takes about 25 minutes cold on 2 cores; run it before
+# build of DataFusion took about 25 minutes cold on 2 cores before the release
+# profile's fat LTO, which adds a long link (not measured for the wheel); run it before
 # a release, and after changing the Python package's build):
 # 1. `maturin build --release` of crates/logbook-python (maturin pinned),
 #    sharing the release build of `cargo build --release` and the benches

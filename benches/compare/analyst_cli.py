@@ -6,8 +6,8 @@ kernel in a run of its own under GNU time.
 
 Why not wait4's peak: the kernel carries a process's high-water mark
 across exec, and Python starts children with vfork, so a child's
-ru_maxrss is at least the harness's own peak (67 to 68 MiB here: every
-small query of both systems read the same). GNU time forks the program
+ru_maxrss is at least the harness's own peak (67 to 68 MiB here: no
+query of either system read less). GNU time forks the program
 from a process of about 2 MiB, whose peak it reports (`%M`).
 
 This is issue 42's setup: what an analyst waits for at a shell, start-up
@@ -15,7 +15,7 @@ and printing included. `analyst.sh` times the query inside one process
 instead (the session made before the clock starts).
 
 Peak memory splits into the program's code and data mapped from its
-file (RssFile: a 237 MB binary touches more of it than a 62 MB one) and
+file (RssFile: the pages of code it ran, and the pages around them) and
 what it allocated (RssAnon). The kernel keeps no peak of each, so after
 the timed rounds every query runs once more per system with its
 /proc/PID/status read every millisecond (a sampler that would disturb
