@@ -15,13 +15,8 @@ set -euo pipefail
 rounds="${1:-5}"; orders="${2:-9000000}"; days="${3:-90}"; keys="${4:-200000}"
 shift $(( $# < 4 ? $# : 4 ))
 . "$(dirname "$0")/common.sh"
-[ -x /usr/bin/time ] || { apt-get update -q >/dev/null && apt-get install -y -q time >/dev/null; }
-venv="$work/venv-cli"
-ensure_venv "$venv" "duckdb-cli==1.5.6" >&2
-# The program itself, not the Python script the package puts on PATH (which
-# would add an interpreter's start to every DuckDB run).
-duckdb=$("$venv/bin/python" -c "import importlib.metadata as m; print(next(f.locate().resolve() for f in m.files('duckdb-cli') if str(f) == 'duckdb_cli/duckdb'))")
-chmod +x "$duckdb"
+need_gnu_time
+duckdb=$(duckdb_cli)
 cargo build --release -p logbook-cli
 cargo build --release --example asof_join
 data="$work/analyst-$orders-$days-$keys"

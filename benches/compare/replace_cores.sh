@@ -9,12 +9,9 @@
 set -euo pipefail
 rounds="${1:-5}"; rows="${2:-4000000}"
 . "$(dirname "$0")/common.sh"
-[ -x /usr/bin/time ] || { apt-get update -q >/dev/null && apt-get install -y -q time >/dev/null; }
+need_gnu_time
 command -v perf >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q linux-perf >/dev/null; }
-venv="$work/venv-cli"
-ensure_venv "$venv" "duckdb-cli==1.5.6" >&2
-duckdb=$("$venv/bin/python" -c "import importlib.metadata as m; print(next(f.locate().resolve() for f in m.files('duckdb-cli') if str(f) == 'duckdb_cli/duckdb'))")
-chmod +x "$duckdb"
+duckdb=$(duckdb_cli)
 cargo build --release --locked -p logbook-cli
 logbook="$release/logbook"
 data="$work/replace-cores-$rows"

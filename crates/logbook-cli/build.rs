@@ -13,7 +13,9 @@
 //! the toolchain has it (`gcc-ld/ld.lld` in its sysroot; a distribution's
 //! rustc may not, and link with GNU ld, which refuses the option) and
 //! nothing configures another (a `linker` for the target, or rustflags
-//! naming a linker, its features or `-fuse-ld`). Names the binary no
+//! naming a linker, its features or `-fuse-ld`; cargo cannot re-run this
+//! script when only its linker setting changes: `cargo clean -p
+//! logbook-cli --release` then). Names the binary no
 //! longer has (renamed or changed code) are skipped without a warning;
 //! they only cost layout, so the file is remade when the benchmark shows
 //! the mapped memory grow.
@@ -21,8 +23,6 @@
 fn main() {
     let order = std::path::Path::new("symbol-order.txt");
     println!("cargo:rerun-if-changed={}", order.display());
-    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
-    println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     if var("PROFILE") != "release" || !order.exists() {
         return;
